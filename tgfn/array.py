@@ -1,0 +1,319 @@
+"""`Array`: the immutable, lazy value of tgfn. It is a handle on a tensor-level UOp.
+
+Nothing computes until the value is observed (`numpy()`, `np.asarray(x)`, `item()`, `float()`, `repr`,
+`bool`); then the graph behind it is scheduled, fused into kernels and run on its device.
+
+This module holds the primitive layer every other op is built from: broadcasting, dtype promotion,
+and one builder per primitive (elementwise ALU, reduce, movement). `tgfn.numpy` builds the public
+function surface from these, and the operator methods below call into it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from tgfn.device import Buffer, Device
+from tgfn.dtype import DType, dtypes, result_type, to_dtype
+from tgfn.engine.realize import buffer_uop, realize
+from tgfn.uop.alu import float_to_bf16_bits
+from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
+
+Scalar = Union[bool, int, float]
+ArrayLike = Union["Array", np.ndarray, Scalar, Sequence]
+
+
+def _bf16_bits(values: np.ndarray) -> np.ndarray:
+  """Round float32 values to bfloat16 (ties to even) and return the 16-bit patterns."""
+  bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+  rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+  return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
+
+
+def _host_dtype_for(data: Any) -> DType:
+  """JAX's defaults for Python data: float lists are float32, int lists int32; NumPy arrays keep theirs."""
+  if isinstance(data, (np.ndarray, np.generic)):
+    if data.dtype.name == "bfloat16": return dtypes.bfloat16  # ml_dtypes
+    return to_dtype(data.dtype)
+  arr = np.asarray(data)
+  if arr.dtype.kind == "f": return dtypes.default_float
+  if arr.dtype.kind in "iu":
+    if arr.size and (arr.min() < dtypes.int32.min or arr.max() > dtypes.int32.max): return dtypes.int64
+    return dtypes.default_int
+  if arr.dtype.kind == "b": return dtypes.bool
+  raise TypeError(f"cannot make an array from {type(data).__name__} data of NumPy dtype {arr.dtype}")
+
+
+def _check_scalar_fits(value: Scalar, dtype: DType) -> None:
+  if isinstance(value, int) and not isinstance(value, bool) and dtype.is_int and not dtype.min <= value <= dtype.max:
+    raise OverflowError(f"Python int {value} does not fit in {dtype.name} (range {dtype.min}..{dtype.max}); "
+                        f"cast the array first, e.g. x.astype(tnp.int64)")
+
+
+class Array:
+  """An immutable n-dimensional array. Build with `tgfn.numpy` functions (`tnp.array`, `tnp.zeros`...)."""
+  __array_priority__ = 100  # NumPy defers to our operators: np_array + Array gives an Array
+
+  def __init__(self, uop: UOp):
+    self.uop = uop
+
+  # ---- construction
+  @staticmethod
+  def from_data(data: Any, dtype: Optional[Any] = None, device: Optional[str] = None) -> Array:
+    if isinstance(data, Array):
+      out = data if dtype is None else data.astype(dtype)
+      return out if device is None else device_put(out, device)
+    dt = to_dtype(dtype) if dtype is not None else _host_dtype_for(data)
+    host = np.asarray(data)
+    if host.dtype == object: raise TypeError(f"cannot make an array from {data!r}: ragged or non-numeric data")
+    if dt is dtypes.bfloat16: host = host.view(np.uint16) if host.dtype.name == "bfloat16" else _bf16_bits(host)
+    else: host = host.astype(dt.np, copy=False)
+    buf = Buffer(Device.canonicalize(device or Device.DEFAULT), host.size, dt).copyin(host)
+    return Array(buffer_uop(buf, host.shape))
+
+  @staticmethod
+  def const(value: Scalar, dtype: DType, shape: tuple[int, ...] = ()) -> Array:
+    _check_scalar_fits(value, dtype)
+    out = Array(UOp(Ops.CONST, dtype, (), normalize_const(value, dtype)))
+    return out._broadcast_to(tuple(shape)) if shape else out
+
+  # ---- properties
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  @property
+  def size(self) -> int: return math.prod(self.shape)
+  @property
+  def device(self) -> str: return self.uop.device or Device.DEFAULT
+  @property
+  def T(self) -> Array: return self.transpose()
+  @property
+  def at(self) -> Any:
+    from tgfn.ops.indexing import _IndexUpdateHelper
+    return _IndexUpdateHelper(self)
+
+  # ---- observation: realizes the graph
+  def realize(self) -> Array:
+    if self.uop.op is not Ops.BUFFER: self.uop = realize([self.uop])[0]
+    return self
+
+  def block_until_ready(self) -> Array: return self.realize()
+
+  def numpy(self) -> np.ndarray:
+    host = self.realize().uop.buffer.numpy().reshape(self.shape)
+    if self.dtype is dtypes.bfloat16:
+      try:
+        import ml_dtypes
+        return host.view(ml_dtypes.bfloat16)
+      except ImportError:  # without ml_dtypes, bfloat16 values come back widened to float32
+        return (host.astype(np.uint32) << 16).view(np.float32)
+    return host
+
+  def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    out = self.numpy()
+    return out if dtype is None else out.astype(dtype)
+
+  def item(self) -> Scalar:
+    if self.size != 1: raise ValueError(f"item() needs an array with one element, got shape {self.shape}")
+    return self.numpy().reshape(()).item()
+
+  def tolist(self) -> Any: return self.numpy().tolist()
+  def __float__(self) -> float: return float(self.item())
+  def __int__(self) -> int: return int(self.item())
+  def __complex__(self) -> complex: return complex(self.item())
+
+  def __index__(self) -> int:
+    if not self.dtype.is_int: raise TypeError(f"only integer arrays can be used as an index, got {self.dtype.name}")
+    return int(self.item())
+
+  def __bool__(self) -> bool:
+    if self.size != 1:
+      raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all()")
+    return bool(self.item())
+
+  def __len__(self) -> int:
+    if not self.shape: raise TypeError("len() of a 0-d array")
+    return self.shape[0]
+
+  def __iter__(self):
+    if not self.shape: raise TypeError("iteration over a 0-d array")
+    return (self[i] for i in range(self.shape[0]))
+
+  def __repr__(self) -> str:
+    body = np.array2string(self.numpy(), separator=", ", prefix="Array(")
+    return f"Array({body}, dtype={self.dtype.name})"
+
+  def __str__(self) -> str: return str(self.numpy())
+  __hash__ = None  # type: ignore[assignment]  # arrays are values compared elementwise, like NumPy's
+
+  # ---- primitive builders (used by tgfn.numpy and friends)
+  def _alu(self, op: Ops, *others: Array, dtype: Optional[DType] = None) -> Array:
+    out_dtype = dtype or (dtypes.bool if op in GroupOp.Comparison else (others[-1] if op is Ops.WHERE else self).dtype)
+    return Array(UOp(op, out_dtype, (self.uop,) + tuple(o.uop for o in others)))
+
+  def astype(self, dtype: Any) -> Array:
+    dt = to_dtype(dtype)
+    return self if dt == self.dtype else Array(UOp(Ops.CAST, dt, (self.uop,)))
+
+  def _reduce(self, op: Ops, axes: tuple[int, ...]) -> Array:
+    """Reduce over `axes` (normalized, non-negative), keeping them as size-1 axes."""
+    if not axes: return self
+    return Array(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(sorted(axes)))))
+
+  def _movement(self, op: Ops, arg: Any) -> Array: return Array(UOp(op, self.dtype, (self.uop,), arg))
+
+  def _reshape(self, shape: tuple[int, ...]) -> Array:
+    return self if shape == self.shape else self._movement(Ops.RESHAPE, tuple(shape))
+
+  def _permute(self, order: tuple[int, ...]) -> Array:
+    return self if order == tuple(range(self.ndim)) else self._movement(Ops.PERMUTE, tuple(order))
+
+  def _broadcast_to(self, shape: tuple[int, ...]) -> Array:
+    shape = tuple(shape)
+    if shape == self.shape: return self
+    if len(shape) < self.ndim: raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: too few axes")
+    padded = (1,) * (len(shape) - self.ndim) + self.shape
+    for have, want in zip(padded, shape):
+      if have != want and have != 1:
+        raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: axis of size {have} vs {want}")
+    x = self._reshape(padded)
+    return x if padded == shape else x._movement(Ops.EXPAND, shape)
+
+  def _pad(self, widths: tuple[tuple[int, int], ...]) -> Array:
+    if all(lo == 0 and hi == 0 for lo, hi in widths): return self
+    return self._movement(Ops.PAD, tuple((int(lo), int(hi)) for lo, hi in widths))
+
+  def _shrink(self, bounds: tuple[tuple[int, int], ...]) -> Array:
+    if all(s == 0 and e == n for (s, e), n in zip(bounds, self.shape)): return self
+    return self._movement(Ops.SHRINK, tuple((int(s), int(e)) for s, e in bounds))
+
+  def _flip(self, axes: tuple[int, ...]) -> Array:
+    axes = tuple(sorted(a for a in axes if self.shape[a] > 1))
+    return self._movement(Ops.FLIP, axes) if axes else self
+
+  # ---- operators (the math lives in tgfn.numpy)
+  def __add__(self, o: Any) -> Array: return _np().add(self, o)
+  def __radd__(self, o: Any) -> Array: return _np().add(o, self)
+  def __sub__(self, o: Any) -> Array: return _np().subtract(self, o)
+  def __rsub__(self, o: Any) -> Array: return _np().subtract(o, self)
+  def __mul__(self, o: Any) -> Array: return _np().multiply(self, o)
+  def __rmul__(self, o: Any) -> Array: return _np().multiply(o, self)
+  def __truediv__(self, o: Any) -> Array: return _np().divide(self, o)
+  def __rtruediv__(self, o: Any) -> Array: return _np().divide(o, self)
+  def __floordiv__(self, o: Any) -> Array: return _np().floor_divide(self, o)
+  def __rfloordiv__(self, o: Any) -> Array: return _np().floor_divide(o, self)
+  def __mod__(self, o: Any) -> Array: return _np().mod(self, o)
+  def __rmod__(self, o: Any) -> Array: return _np().mod(o, self)
+  def __pow__(self, o: Any) -> Array: return _np().power(self, o)
+  def __rpow__(self, o: Any) -> Array: return _np().power(o, self)
+  def __matmul__(self, o: Any) -> Array: return _np().matmul(self, o)
+  def __rmatmul__(self, o: Any) -> Array: return _np().matmul(o, self)
+  def __neg__(self) -> Array: return _np().negative(self)
+  def __pos__(self) -> Array: return self
+  def __abs__(self) -> Array: return _np().abs(self)
+  def __invert__(self) -> Array: return _np().invert(self)
+  def __and__(self, o: Any) -> Array: return _np().bitwise_and(self, o)
+  def __rand__(self, o: Any) -> Array: return _np().bitwise_and(o, self)
+  def __or__(self, o: Any) -> Array: return _np().bitwise_or(self, o)
+  def __ror__(self, o: Any) -> Array: return _np().bitwise_or(o, self)
+  def __xor__(self, o: Any) -> Array: return _np().bitwise_xor(self, o)
+  def __rxor__(self, o: Any) -> Array: return _np().bitwise_xor(o, self)
+  def __lshift__(self, o: Any) -> Array: return _np().left_shift(self, o)
+  def __rlshift__(self, o: Any) -> Array: return _np().left_shift(o, self)
+  def __rshift__(self, o: Any) -> Array: return _np().right_shift(self, o)
+  def __rrshift__(self, o: Any) -> Array: return _np().right_shift(o, self)
+  def __lt__(self, o: Any) -> Array: return _np().less(self, o)
+  def __le__(self, o: Any) -> Array: return _np().less_equal(self, o)
+  def __gt__(self, o: Any) -> Array: return _np().greater(self, o)
+  def __ge__(self, o: Any) -> Array: return _np().greater_equal(self, o)
+  def __eq__(self, o: Any) -> Array: return _np().equal(self, o)  # type: ignore[override]
+  def __ne__(self, o: Any) -> Array: return _np().not_equal(self, o)  # type: ignore[override]
+  def __getitem__(self, idx: Any) -> Array:
+    from tgfn.ops.indexing import getitem
+    return getitem(self, idx)
+
+  # ---- NumPy-style methods
+  def reshape(self, *shape: Any, order: str = "C") -> Array:
+    return _np().reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape, order)
+  def transpose(self, *axes: Any) -> Array:
+    return _np().transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else (axes or None))
+  def flatten(self) -> Array: return self.reshape(-1)
+  def ravel(self) -> Array: return self.reshape(-1)
+  def squeeze(self, axis: Any = None) -> Array: return _np().squeeze(self, axis)
+  def swapaxes(self, a: int, b: int) -> Array: return _np().swapaxes(self, a, b)
+  def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
+    return _np().sum(self, axis, dtype=dtype, keepdims=keepdims)
+  def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
+    return _np().prod(self, axis, dtype=dtype, keepdims=keepdims)
+  def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
+    return _np().mean(self, axis, dtype=dtype, keepdims=keepdims)
+  def max(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().max(self, axis, keepdims=keepdims)
+  def min(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().min(self, axis, keepdims=keepdims)
+  def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Array:
+    return _np().var(self, axis, ddof=ddof, keepdims=keepdims)
+  def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Array:
+    return _np().std(self, axis, ddof=ddof, keepdims=keepdims)
+  def argmax(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().argmax(self, axis, keepdims=keepdims)
+  def argmin(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().argmin(self, axis, keepdims=keepdims)
+  def any(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().any(self, axis, keepdims=keepdims)
+  def all(self, axis: Any = None, keepdims: bool = False) -> Array: return _np().all(self, axis, keepdims=keepdims)
+  def cumsum(self, axis: Any = None, dtype: Any = None) -> Array: return _np().cumsum(self, axis, dtype=dtype)
+  def clip(self, min: Any = None, max: Any = None) -> Array: return _np().clip(self, min, max)
+  def round(self, decimals: int = 0) -> Array: return _np().round(self, decimals)
+  def dot(self, other: Any) -> Array: return _np().dot(self, other)
+  def conj(self) -> Array: return self
+
+
+def _np() -> Any:
+  import tgfn.numpy
+  return tgfn.numpy
+
+
+# ---- broadcasting and promotion, shared by every op that takes several arrays
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  ndim = max((len(s) for s in shapes), default=0)
+  out = []
+  for axis in range(ndim):
+    sizes = {s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0} - {1}
+    if len(sizes) > 1:
+      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together "
+                       f"(axis {axis - ndim} has sizes {sorted(sizes)})")
+    out.append(sizes.pop() if sizes else 1)
+  return tuple(out)
+
+
+def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
+  """An Array from an Array (cast to `dtype` if given), a Python scalar (a constant) or array data."""
+  if isinstance(x, Array): return x if dtype is None else x.astype(dtype)
+  if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    return Array.const(x, dtype if dtype is not None else result_type(x))
+  return Array.from_data(x, dtype)
+
+
+def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
+  """Cast `xs` to their common dtype (JAX promotion, Python scalars weak) and broadcast them together."""
+  py_scalar = lambda x: isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+  common = dtype or result_type(*[x if py_scalar(x) else _array_dtype(x) for x in xs])
+  arrays = [as_array(x, common) for x in xs]
+  devices = {a.uop.device for a in arrays} - {None}
+  if len(devices) > 1:
+    raise ValueError(f"arrays are on different devices {sorted(devices)}; move them with tgfn.device_put(x, device)")
+  shape = broadcast_shapes(*[a.shape for a in arrays])
+  return [a._broadcast_to(shape) for a in arrays]
+
+
+def _array_dtype(x: Any) -> DType:
+  if isinstance(x, Array): return x.dtype
+  return _host_dtype_for(x)
+
+
+def device_put(x: Any, device: Optional[str] = None) -> Array:
+  """`x` on `device` (default: the default device). Moving between devices copies through the host."""
+  arr = x if isinstance(x, Array) else Array.from_data(x)
+  target = Device.canonicalize(device or Device.DEFAULT)
+  if arr.uop.device in (None, target): return arr if arr.uop.device is not None else Array.from_data(arr.numpy(), arr.dtype, target)
+  return Array(UOp(Ops.COPY, arr.dtype, (arr.uop,), target))

@@ -1,0 +1,146 @@
+"""The device contract: what a driver in `tgfn_drivers/` provides, and the registry that finds it.
+
+A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
+  allocator  alloc(nbytes) / copyin(handle, bytes) / copyout(handle) -> bytes
+  renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
+  compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
+  runtime    Program class: Program(name, binary)(*buffer handles) runs the kernel
+Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import pkgutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tgfn.dtype import DType
+
+
+class Allocator:
+  def alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def copyin(self, handle: Any, data: memoryview) -> None: raise NotImplementedError
+  def copyout(self, handle: Any) -> bytes: raise NotImplementedError
+
+
+class HostAllocator(Allocator):
+  """Host memory held by NumPy (64-byte aligned, so vector loads are fast)."""
+  def alloc(self, nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + nbytes]
+  def copyin(self, handle: np.ndarray, data: memoryview) -> None: handle[:] = np.frombuffer(data, np.uint8)
+  def copyout(self, handle: np.ndarray) -> bytes: return handle.tobytes()
+
+
+def cache_dir() -> Path:
+  path = Path(os.environ.get("TGFN_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tgfn"))
+  path.mkdir(parents=True, exist_ok=True)
+  return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+  """Write to a temporary file in the same folder, then rename: readers never see a partial file."""
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "wb") as f: f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    Path(tmp).unlink(missing_ok=True)
+    raise
+
+
+_CACHE_MAGIC = b"TGFN1"
+
+
+class Compiler:
+  """Source to binary. Subclasses set `cachekey` (compiler identity and flags) and implement compile."""
+  cachekey: str = ""
+
+  def compile(self, src: str) -> bytes: raise NotImplementedError
+
+  def compile_cached(self, src: str) -> bytes:
+    """Compile, keeping the binary on disk under the hash of (cachekey, src). Each entry carries the
+    hash of its payload; an entry that fails the check (a torn or corrupted write) is rebuilt."""
+    if os.environ.get("TGFN_DISABLE_COMPILER_CACHE"): return self.compile(src)
+    key = hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest()
+    path = cache_dir() / "kernels" / key[:2] / key
+    try:
+      blob = path.read_bytes()
+      magic, digest, payload = blob[:5], blob[5:37], blob[37:]
+      if magic == _CACHE_MAGIC and hashlib.sha256(payload).digest() == digest: return payload
+    except OSError:
+      pass
+    payload = self.compile(src)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
+    return payload
+
+
+@dataclass
+class Compiled:
+  name: str
+  allocator: Allocator
+  renderer: Any                          # tgfn.renderer.Renderer
+  compiler: Compiler
+  runtime: Callable[[str, bytes], Callable[..., None]]
+
+
+class Buffer:
+  """`size` elements of `dtype` on `device`, allocated on first use."""
+  def __init__(self, device: str, size: int, dtype: DType):
+    self.device, self.size, self.dtype = device, size, dtype
+    self._handle: Optional[Any] = None
+
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+
+  @property
+  def handle(self) -> Any:
+    if self._handle is None: self._handle = Device[self.device].allocator.alloc(self.nbytes)
+    return self._handle
+
+  def copyin(self, data: np.ndarray) -> Buffer:
+    Device[self.device].allocator.copyin(self.handle, memoryview(np.ascontiguousarray(data)).cast("B"))
+    return self
+
+  def numpy(self) -> np.ndarray:
+    """A fresh host copy of the contents, as a 1-D NumPy array (bfloat16 as its uint16 bits)."""
+    return np.frombuffer(Device[self.device].allocator.copyout(self.handle), self.dtype.np).copy()
+
+  def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} x {self.dtype.name}>"
+
+
+def _available_drivers() -> list[str]:
+  import tgfn_drivers
+  return sorted(m.name.upper() for m in pkgutil.iter_modules(tgfn_drivers.__path__) if not m.name.startswith("_"))
+
+
+class _DeviceRegistry:
+  """`Device["CPU"]` loads `tgfn_drivers.cpu` once and returns its `DEVICE`."""
+  def __init__(self) -> None: self._loaded: dict[str, Compiled] = {}
+
+  def canonicalize(self, name: str) -> str:
+    if not isinstance(name, str): name = getattr(name, "name", str(name))
+    base = name.split(":")[0].upper()
+    if base not in _available_drivers():
+      raise ValueError(f"unknown device {name!r}; available devices: {', '.join(_available_drivers())}")
+    return base
+
+  def __getitem__(self, name: str) -> Compiled:
+    name = self.canonicalize(name)
+    if name not in self._loaded:
+      self._loaded[name] = importlib.import_module(f"tgfn_drivers.{name.lower()}").DEVICE
+    return self._loaded[name]
+
+  @property
+  def DEFAULT(self) -> str: return self.canonicalize(os.environ.get("DEV", "CPU"))
+
+
+Device = _DeviceRegistry()

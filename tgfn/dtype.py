@@ -1,0 +1,158 @@
+"""Data types and JAX's type-promotion lattice.
+
+A `DType` is a small frozen record; every dtype is a module-level singleton, so `is` and `==` agree.
+Promotion follows JAX: a lattice where Python scalars are *weakly typed* (`int32_array * 2.0` is
+float32, `uint8_array + 1` is uint8) and mixed signed/unsigned ints widen instead of going to float.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+  name: str
+  itemsize: int
+  kind: str          # 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
+  cname: str         # the C spelling; bfloat16 is stored as its bit pattern (uint16) in memory
+
+  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  def __reduce__(self): return (dtype_from_name, (self.name,))
+
+  @property
+  def is_float(self) -> bool: return self.kind == "f"
+  @property
+  def is_int(self) -> bool: return self.kind in "iu"
+  @property
+  def is_unsigned(self) -> bool: return self.kind == "u"
+  @property
+  def is_bool(self) -> bool: return self.kind == "b"
+  @property
+  def bits(self) -> int: return self.itemsize * 8
+
+  @property
+  def np(self) -> np.dtype:
+    """The NumPy dtype used to hold this dtype's values in host memory (bfloat16: its uint16 bits)."""
+    return np.dtype("uint16") if self is dtypes.bfloat16 else np.dtype(self.name)
+
+  @property
+  def min(self) -> Any:
+    if self.is_bool: return False
+    if self.is_int: return 0 if self.is_unsigned else -(1 << (self.bits - 1))
+    return -float("inf")
+
+  @property
+  def max(self) -> Any:
+    if self.is_bool: return True
+    if self.is_int: return (1 << self.bits) - 1 if self.is_unsigned else (1 << (self.bits - 1)) - 1
+    return float("inf")
+
+
+class dtypes:
+  bool = DType("bool", 1, "b", "_Bool")
+  int8 = DType("int8", 1, "i", "signed char")
+  int16 = DType("int16", 2, "i", "short")
+  int32 = DType("int32", 4, "i", "int")
+  int64 = DType("int64", 8, "i", "long long")
+  uint8 = DType("uint8", 1, "u", "unsigned char")
+  uint16 = DType("uint16", 2, "u", "unsigned short")
+  uint32 = DType("uint32", 4, "u", "unsigned int")
+  uint64 = DType("uint64", 8, "u", "unsigned long long")
+  float16 = DType("float16", 2, "f", "_Float16")
+  bfloat16 = DType("bfloat16", 2, "f", "unsigned short")
+  float32 = DType("float32", 4, "f", "float")
+  float64 = DType("float64", 8, "f", "double")
+  # the dtype of index arithmetic inside kernels
+  index = int32
+  default_float = float32
+  default_int = int32
+
+
+ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
+                                 dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
+                                 dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+
+def dtype_from_name(name: str) -> DType: return _BY_NAME[name]
+
+
+def to_dtype(x: Any) -> DType:
+  """Accept a DType, a NumPy dtype or type, a name ('float32'), or the Python types bool/int/float."""
+  if isinstance(x, DType): return x
+  if x is bool: return dtypes.bool
+  if x is int: return dtypes.default_int
+  if x is float: return dtypes.default_float
+  if isinstance(x, str) and x in _BY_NAME: return _BY_NAME[x]
+  name = getattr(x, "name", None) or getattr(x, "__name__", None)
+  if name in _BY_NAME: return _BY_NAME[name]
+  try:
+    npd = np.dtype(x)
+  except TypeError:
+    raise TypeError(f"expected a dtype (e.g. tgfn.float32, 'int32', np.uint8), got {x!r}") from None
+  if npd.name not in _BY_NAME:
+    raise TypeError(f"dtype {npd.name} is not supported; supported: {', '.join(_BY_NAME)}")
+  return _BY_NAME[npd.name]
+
+
+# ---- promotion: JAX's lattice. 'i*' and 'f*' are the weak types of Python int and float scalars.
+_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_LATTICE: dict[Any, tuple[Any, ...]] = {
+  dtypes.bool: (_WEAK_INT,),
+  _WEAK_INT: (dtypes.uint8, dtypes.int8),
+  dtypes.uint8: (dtypes.uint16, dtypes.int16),
+  dtypes.uint16: (dtypes.uint32, dtypes.int32),
+  dtypes.uint32: (dtypes.uint64, dtypes.int64),
+  dtypes.uint64: (_WEAK_FLOAT,),
+  dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,), dtypes.int32: (dtypes.int64,),
+  dtypes.int64: (_WEAK_FLOAT,),
+  _WEAK_FLOAT: (dtypes.bfloat16, dtypes.float16),
+  dtypes.bfloat16: (dtypes.float32,), dtypes.float16: (dtypes.float32,),
+  dtypes.float32: (dtypes.float64,), dtypes.float64: (),
+}
+
+
+@functools.cache
+def _upper_bounds(node: Any) -> frozenset:
+  return frozenset({node}).union(*(_upper_bounds(n) for n in _LATTICE[node]))
+
+
+@functools.cache
+def _join(a: Any, b: Any) -> Any:
+  common = _upper_bounds(a) & _upper_bounds(b)
+  # the least upper bound is the common node whose own upper set holds every other common node
+  return next(n for n in common if _upper_bounds(n) >= common)
+
+
+def _lattice_node(x: Any) -> Any:
+  if isinstance(x, DType): return x
+  if isinstance(x, bool) or x is bool: return dtypes.bool
+  if isinstance(x, int) or x is int: return _WEAK_INT
+  if isinstance(x, float) or x is float: return _WEAK_FLOAT
+  return to_dtype(x)
+
+
+def result_type(*args: Any) -> DType:
+  """The dtype of an operation on `args`: DTypes, or Python scalars (weakly typed), as in JAX."""
+  if not args: raise TypeError("result_type needs at least one argument")
+  node = functools.reduce(_join, (_lattice_node(a) for a in args))
+  if node == _WEAK_INT: return dtypes.default_int
+  if node == _WEAK_FLOAT: return dtypes.default_float
+  return node
+
+
+def sum_dtype(dt: DType) -> DType:
+  """Accumulation dtype of sum/prod/cumsum, as in JAX: small ints widen to 32 bits, bool counts as int."""
+  if dt.is_bool: return dtypes.default_int
+  if dt.kind == "i" and dt.itemsize < 4: return dtypes.int32
+  if dt.kind == "u" and dt.itemsize < 4: return dtypes.uint32
+  return dt
+
+
+def float_dtype(dt: DType) -> DType:
+  """The float dtype an op like exp or mean produces from `dt` (ints and bools become float32)."""
+  return dt if dt.is_float else dtypes.default_float

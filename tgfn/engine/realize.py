@@ -1,0 +1,101 @@
+"""Run a schedule: compile each kernel once per device (cached in memory and on disk), allocate
+output buffers, launch. Realized results are remembered so later graphs load instead of recompute."""
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+from tgfn.codegen.pipeline import codegen
+from tgfn.device import Buffer, Device
+from tgfn.helpers import DEBUG, prod
+from tgfn.schedule.kernelize import LoweredKernel
+from tgfn.schedule.schedule import create_schedule
+from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
+
+
+@dataclass
+class CompiledKernel:
+  name: str
+  device: str
+  program: Callable[..., None]
+  source: str
+  linear: list[UOp]
+  flops: int
+
+
+def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
+  """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key)."""
+  u = UOp(Ops.BUFFER, buffer.dtype, (), (unique_id(), buffer.device, tuple(shape)))
+  u.buffer = buffer
+  return u
+
+
+_compiled: dict[tuple[str, UOp], CompiledKernel] = {}
+# lazy node -> BUFFER node holding its value, once realized
+_realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
+
+
+def count_flops(linear: list[UOp]) -> int:
+  """ALU ops executed, counting each op once per iteration of the loops around it."""
+  flops, trips = 0, [1]
+  for u in linear:
+    if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: trips.pop()
+    elif u.op not in (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.REDUCE) and \
+        not (u.dtype is not None and u.dtype.is_int): flops += trips[-1]
+  return flops
+
+
+def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
+  key = (device, kernel.ast)
+  if key not in _compiled:
+    dev = Device[device]
+    linear = codegen(kernel.ast, dev.renderer)
+    src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+    if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
+    if DEBUG() >= 4: print(src)
+    if DEBUG() >= 5:
+      for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
+    program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
+    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
+  return _compiled[key]
+
+
+def with_realized(node: UOp) -> UOp:
+  """`node` with every already-computed subgraph replaced by the buffer that holds it."""
+  mapping = {n: _realized[n] for n in toposort([node]) if n in _realized}
+  return substitute(node, mapping) if mapping else node
+
+
+def realize(outs: list[UOp]) -> list[UOp]:
+  """Compute `outs` (tensor-level nodes); return BUFFER nodes with their values, in the same order."""
+  outs = [with_realized(o) for o in outs]
+  start = time.perf_counter()
+  items = create_schedule([o for o in outs if o.op is not Ops.BUFFER])
+  buffers: dict[UOp, Buffer] = {n: n.buffer for n in toposort(outs) if n.op is Ops.BUFFER}
+  n_kernels = 0
+  for item in items:
+    node = item.output
+    device = Device.canonicalize(node.device or Device.DEFAULT)
+    out = buffers[node] = Buffer(device, prod(node.shape), node.dtype)
+    if item.kernel is None:
+      out.copyin(buffers[item.inputs[0]].numpy())
+      continue
+    kernel = compile_kernel(item.kernel, device)
+    if out.size == 0: continue
+    t0 = time.perf_counter()
+    kernel.program(*[buffers[b].handle for b in item.kernel.buffers])
+    n_kernels += 1
+    if DEBUG() >= 2:
+      dt = time.perf_counter() - t0
+      print(f"  {kernel.name:30s} {device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
+  if DEBUG() >= 1 and items:
+    print(f"realized {len(outs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
+  results = []
+  for o in outs:
+    if o.op is Ops.BUFFER: results.append(o)
+    else:
+      results.append(_realized.setdefault(o, buffer_uop(buffers[o], o.shape)))
+  return results

@@ -1,0 +1,84 @@
+"""Array creation. Filled arrays are lazy constants (no memory until used); arange and linspace are
+computed on the host, since their values are known when they are built."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from tgfn.array import Array, as_array
+from tgfn.dtype import DType, dtypes, result_type, to_dtype
+
+__all__ = ["array", "asarray", "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like",
+           "empty_like", "arange", "linspace", "eye", "identity"]
+
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+  shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+  if any(int(n) < 0 for n in shape): raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+  return tuple(int(n) for n in shape)
+
+
+def array(data: Any, dtype: Any = None, copy: bool = True) -> Array:
+  return Array.from_data(data, dtype)
+
+
+def asarray(data: Any, dtype: Any = None) -> Array:
+  return Array.from_data(data, dtype)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
+  if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray):
+    return as_array(fill_value, to_dtype(dtype) if dtype is not None else None)._broadcast_to(_shape(shape))
+  dt = to_dtype(dtype) if dtype is not None else result_type(fill_value)
+  return Array.const(fill_value, dt, _shape(shape))
+
+
+def zeros(shape: Any, dtype: Any = None) -> Array: return full(shape, 0, dtype or dtypes.default_float)
+def ones(shape: Any, dtype: Any = None) -> Array: return full(shape, 1, dtype or dtypes.default_float)
+def empty(shape: Any, dtype: Any = None) -> Array: return zeros(shape, dtype)
+
+
+def _like_dtype(x: Any, dtype: Any) -> DType: return to_dtype(dtype) if dtype is not None else as_array(x).dtype
+def zeros_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
+  return full(as_array(x).shape if shape is None else shape, 0, _like_dtype(x, dtype))
+def ones_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
+  return full(as_array(x).shape if shape is None else shape, 1, _like_dtype(x, dtype))
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Array:
+  return full(as_array(x).shape if shape is None else shape, fill_value, _like_dtype(x, dtype))
+def empty_like(x: Any, dtype: Any = None, shape: Any = None) -> Array: return zeros_like(x, dtype, shape)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Array:
+  """Like jnp.arange: int arguments give int32, any float gives float32 (unless `dtype`)."""
+  if stop is None: start, stop = 0, start
+  for name, v in (("start", start), ("stop", stop), ("step", step)):
+    if isinstance(v, Array): raise TypeError(f"arange needs concrete Python numbers, got an Array for {name}")
+  if step == 0: raise ValueError("arange: step must not be zero")
+  dt = to_dtype(dtype) if dtype is not None else result_type(start, stop, step)
+  return Array.from_data(np.arange(start, stop, step).astype(dt.np if dt is not dtypes.bfloat16 else np.float32), dt)
+
+
+def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Array:
+  if num < 0: raise ValueError(f"linspace: num must be non-negative, got {num}")
+  dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+  values = np.linspace(float(start), float(stop), num, endpoint=endpoint)
+  return Array.from_data(values if dt.is_float else np.floor(values), dt)
+
+
+def eye(N: int, M: Optional[int] = None, k: int = 0, dtype: Any = None) -> Array:
+  """Identity-like matrix, built lazily from movement ops: ones every (M+1) positions of a flat buffer."""
+  M = N if M is None else M
+  dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+  if N == 0 or M == 0: return zeros((N, M), dt)
+  size = max(N, M) + abs(k)
+  ones_col = Array.const(1, dt, (size, 1))
+  flat = ones_col._pad(((0, 0), (0, size)))._reshape((size * (size + 1),))
+  square = flat._shrink(((0, size * size),))._reshape((size, size))
+  row0, col0 = (k, 0) if k >= 0 else (0, -k)
+  return square._shrink(((row0, row0 + N), (col0, col0 + M)))
+
+
+def identity(n: int, dtype: Any = None) -> Array: return eye(n, dtype=dtype)
+

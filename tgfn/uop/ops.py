@@ -1,0 +1,337 @@
+"""The one IR: `UOp(op, dtype, src, arg)`, hash-consed, plus the pattern matcher that rewrites it.
+
+Every stage of tgfn speaks UOps. At the *tensor* level a graph of UOps describes array math with
+shapes (BUFFER, CONST, elementwise ALU ops, REDUCE_AXIS, movement ops). The scheduler lowers each
+kernel to the *kernel* level, where shapes are gone and values are addressed by index expressions
+over RANGE loops (DEFINE_GLOBAL, RANGE, LOAD, STORE, REDUCE). The linearizer orders that into a flat
+program (adding ENDRANGE, DEFINE_ACC, ASSIGN).
+
+UOps are immutable and hash-consed: building the same (op, dtype, src, arg) twice returns the same
+object, so equality is identity, common subexpressions are shared for free, and caches key on it.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import math
+import weakref
+from enum import Enum, auto
+from typing import Any, Callable, Optional, Sequence
+
+from tgfn.dtype import DType, dtypes
+
+
+class Ops(Enum):
+  # ---- sources (tensor level)
+  BUFFER = auto()       # arg: (unique id, device, shape); realized data lives in a device Buffer
+  CONST = auto()        # arg: a Python scalar; shape () at the tensor level
+  # ---- movement (tensor level); none of these makes a kernel
+  RESHAPE = auto()      # arg: new shape
+  PERMUTE = auto()      # arg: axis order
+  EXPAND = auto()       # arg: new shape (size-1 axes broadcast)
+  PAD = auto()          # arg: ((before, after), ...) zero padding
+  SHRINK = auto()       # arg: ((start, end), ...)
+  FLIP = auto()         # arg: tuple of axes to reverse
+  # ---- reduction (tensor level); arg: (ALU op, axes); reduced axes keep size 1
+  REDUCE_AXIS = auto()
+  # ---- realization (tensor level)
+  CONTIGUOUS = auto()   # force a kernel boundary: the value is materialized in a buffer
+  COPY = auto()         # arg: target device name
+  # ---- elementwise ALU, every level. Unary:
+  NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto()  # noqa: E702
+  TRUNC = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
+  # binary:
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
+  MAX = auto(); CMPLT = auto(); CMPNE = auto()  # noqa: E702
+  AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+  # ternary:
+  WHERE = auto()
+  # ---- kernel level
+  DEFINE_GLOBAL = auto()  # arg: buffer slot number; dtype: element dtype
+  RANGE = auto()          # src: (size CONST,); arg: unique id
+  LOAD = auto()           # src: (DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, gate)
+  STORE = auto()          # src: (DEFINE_GLOBAL, index, value)
+  REDUCE = auto()         # src: (value, *RANGEs); arg: ALU op (ADD, MUL, MAX)
+  SINK = auto()           # groups the stores of a kernel
+  # ---- linear program level
+  ENDRANGE = auto()       # src: (RANGE,)
+  DEFINE_ACC = auto()     # src: (initial CONST,); arg: unique id
+  ASSIGN = auto()         # src: (DEFINE_ACC, new value)
+
+  def __repr__(self) -> str: return f"Ops.{self.name}"
+
+
+class GroupOp:
+  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.CAST,
+                     Ops.BITCAST})
+  Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
+                      Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+  Ternary = frozenset({Ops.WHERE})
+  ALU = Unary | Binary | Ternary
+  Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+  Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
+  Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
+
+
+class UOp:
+  """An immutable, hash-consed IR node. Construct with `UOp(op, dtype, src, arg)`."""
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+  _cache: "weakref.WeakValueDictionary[tuple, UOp]" = weakref.WeakValueDictionary()
+
+  def __new__(cls, op: Ops, dtype: Optional[DType] = None,
+              src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    key = (op, dtype, src, arg)
+    try:
+      if (hit := cls._cache.get(key)) is not None: return hit
+    except TypeError:
+      raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from None
+    self = object.__new__(cls)
+    object.__setattr__(self, "op", op)
+    object.__setattr__(self, "dtype", dtype)
+    object.__setattr__(self, "src", src)
+    object.__setattr__(self, "arg", arg)
+    cls._cache[key] = self
+    return self
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    if name in ("op", "dtype", "src", "arg"): raise AttributeError("UOps are immutable")
+    object.__setattr__(self, name, value)
+
+  def __reduce__(self): return (UOp, (self.op, self.dtype, self.src, self.arg))
+
+  def __repr__(self) -> str:
+    return self.pretty(max_depth=3)
+
+  def pretty(self, max_depth: int = 100, _depth: int = 0) -> str:
+    arg = "" if self.arg is None else f", arg={self.arg!r}"
+    if _depth >= max_depth or not self.src: srcs = "" if not self.src else ", src=(...)"
+    else: srcs = ", src=(" + ", ".join(s.pretty(max_depth, _depth + 1) for s in self.src) + ")"
+    return f"UOp({self.op}, {self.dtype}{arg}{srcs})"
+
+  def replace(self, **kwargs: Any) -> UOp:
+    fields = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
+    return UOp(fields["op"], fields["dtype"], tuple(fields["src"]), fields["arg"])
+
+  # ---- graph walks (iterative: user graphs can be thousands of nodes deep)
+  def toposort(self) -> list[UOp]:
+    """Every node reachable from self, each after all of its sources."""
+    return toposort([self])
+
+  # ---- construction helpers used at the kernel level (index arithmetic)
+  @staticmethod
+  def const(dtype: DType, value: Any) -> UOp:
+    return UOp(Ops.CONST, dtype, (), normalize_const(value, dtype))
+
+  def alu(self, op: Ops, *others: UOp) -> UOp:
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype)
+    return UOp(op, out_dtype, (self,) + others)
+
+  def _lift(self, x: Any) -> UOp: return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
+  def __add__(self, x: Any) -> UOp: return self.alu(Ops.ADD, self._lift(x))
+  def __radd__(self, x: Any) -> UOp: return self._lift(x).alu(Ops.ADD, self)
+  def __sub__(self, x: Any) -> UOp: return self.alu(Ops.SUB, self._lift(x))
+  def __rsub__(self, x: Any) -> UOp: return self._lift(x).alu(Ops.SUB, self)
+  def __mul__(self, x: Any) -> UOp: return self.alu(Ops.MUL, self._lift(x))
+  def __rmul__(self, x: Any) -> UOp: return self._lift(x).alu(Ops.MUL, self)
+  def __floordiv__(self, x: Any) -> UOp: return self.alu(Ops.IDIV, self._lift(x))
+  def __mod__(self, x: Any) -> UOp: return self.alu(Ops.MOD, self._lift(x))
+  def __neg__(self) -> UOp: return self.alu(Ops.NEG)
+  def lt(self, x: Any) -> UOp: return self.alu(Ops.CMPLT, self._lift(x))
+  def ne(self, x: Any) -> UOp: return self.alu(Ops.CMPNE, self._lift(x))
+  def logical_and(self, x: UOp) -> UOp: return self.alu(Ops.AND, x)
+  def where(self, a: UOp, b: UOp) -> UOp: return self.alu(Ops.WHERE, a, b)
+  def cast(self, dtype: DType) -> UOp: return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+  __hash__ = object.__hash__
+
+  # ---- tensor-level shape and device
+  @functools.cached_property
+  def shape(self) -> tuple[int, ...]:
+    return _shape(self)
+
+  @functools.cached_property
+  def device(self) -> Optional[str]:
+    if self.op is Ops.BUFFER: return self.arg[1]
+    if self.op is Ops.COPY: return self.arg
+    return next((d for s in self.src if (d := s.device) is not None), None)
+
+  # ---- integer bounds, for index simplification (kernel level)
+  @functools.cached_property
+  def vmin_vmax(self) -> tuple[Any, Any]:
+    return _bounds(self)
+  @property
+  def vmin(self) -> Any: return self.vmin_vmax[0]
+  @property
+  def vmax(self) -> Any: return self.vmin_vmax[1]
+
+
+def _shape(u: UOp) -> tuple[int, ...]:
+  op, arg = u.op, u.arg
+  if op is Ops.BUFFER: return arg[2]
+  if op is Ops.CONST: return ()
+  if op in (Ops.RESHAPE, Ops.EXPAND): return arg
+  src = u.src[0].shape
+  if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
+  if op is Ops.PAD: return tuple(s + lo + hi for s, (lo, hi) in zip(src, arg))
+  if op is Ops.SHRINK: return tuple(end - start for start, end in arg)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
+  if op is Ops.WHERE: return u.src[1].shape
+  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY): return src
+  raise ValueError(f"{op} has no shape (it is not a tensor-level op)")
+
+
+def _bounds(u: UOp) -> tuple[Any, Any]:
+  dt = u.dtype
+  full = (dt.min, dt.max) if dt is not None and not dt.is_float else (-math.inf, math.inf)
+  if u.op is Ops.CONST: return (u.arg, u.arg)
+  if u.op is Ops.RANGE: return (0, u.src[0].arg - 1)
+  if u.op in GroupOp.Comparison or (dt is dtypes.bool): return (False, True) if u.op is not Ops.CONST else full
+  if not u.src or dt is None or dt.is_float: return full
+  s = [x.vmin_vmax for x in u.src]
+  if u.op is Ops.ADD: lo, hi = s[0][0] + s[1][0], s[0][1] + s[1][1]
+  elif u.op is Ops.SUB: lo, hi = s[0][0] - s[1][1], s[0][1] - s[1][0]
+  elif u.op is Ops.MUL:
+    prods = [a * b for a in s[0] for b in s[1]]
+    lo, hi = min(prods), max(prods)
+  elif u.op is Ops.IDIV and u.src[1].op is Ops.CONST and u.src[1].arg > 0 and s[0][0] >= 0:
+    lo, hi = s[0][0] // u.src[1].arg, s[0][1] // u.src[1].arg
+  elif u.op is Ops.MOD and u.src[1].op is Ops.CONST and u.src[1].arg > 0 and s[0][0] >= 0:
+    lo, hi = 0, min(s[0][1], u.src[1].arg - 1)
+  elif u.op is Ops.MAX: lo, hi = max(s[0][0], s[1][0]), max(s[0][1], s[1][1])
+  elif u.op is Ops.WHERE: lo, hi = min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
+  elif u.op is Ops.NEG: lo, hi = -s[0][1], -s[0][0]
+  elif u.op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float: lo, hi = s[0]
+  else: return full
+  # a bound outside the dtype means the arithmetic may wrap: know nothing then
+  return (lo, hi) if full[0] <= lo and hi <= full[1] else full
+
+
+def normalize_const(value: Any, dtype: DType) -> Any:
+  """The Python value a CONST of `dtype` holds: bool, int wrapped to the dtype's width, or float."""
+  if dtype is None: return value
+  if dtype.is_bool: return bool(value)
+  if dtype.is_int:
+    if isinstance(value, float):
+      if math.isnan(value) or math.isinf(value): raise ValueError(f"cannot represent {value} as {dtype}")
+      value = int(value)
+    value = int(value) & ((1 << dtype.bits) - 1)
+    if dtype.kind == "i" and value >= 1 << (dtype.bits - 1): value -= 1 << dtype.bits
+    return value
+  return float(value)
+
+
+def toposort(roots: Sequence[UOp]) -> list[UOp]:
+  order: list[UOp] = []
+  seen: set[UOp] = set()
+  stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
+  while stack:
+    node, expanded = stack.pop()
+    if node in seen: continue
+    if expanded:
+      seen.add(node)
+      order.append(node)
+      continue
+    stack.append((node, True))
+    for s in reversed(node.src):
+      if s not in seen: stack.append((s, False))
+  return order
+
+
+# ---------------------------------------------------------------------------------------------
+# Pattern matching: a UPat describes a UOp shape; a PatternMatcher is a list of (UPat, function)
+# pairs read like flash cards. Named sub-patterns are passed to the function as keyword arguments.
+
+class UPat:
+  def __init__(self, op: Ops | Sequence[Ops] | None = None, dtype: DType | Sequence[DType] | None = None,
+               src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = None,
+               name: Optional[str] = None, allow_any_len: bool = False):
+    self.ops = None if op is None else (frozenset({op}) if isinstance(op, Ops) else frozenset(op))
+    self.dtypes = None if dtype is None else (frozenset({dtype}) if isinstance(dtype, DType) else frozenset(dtype))
+    self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+    # a tuple matches in order; a list (of two) also tries the swapped order; a single UPat matches every src
+    self.src = src
+
+  @staticmethod
+  def var(name: Optional[str] = None, dtype: Any = None) -> UPat: return UPat(dtype=dtype, name=name)
+  @staticmethod
+  def cvar(name: Optional[str] = None, dtype: Any = None) -> UPat: return UPat(Ops.CONST, dtype, name=name)
+
+  def match(self, uop: UOp, store: dict[str, UOp]) -> bool:
+    if self.ops is not None and uop.op not in self.ops: return False
+    if self.dtypes is not None and uop.dtype not in self.dtypes: return False
+    if self.arg is not None and uop.arg != self.arg: return False
+    if self.name is not None:
+      if self.name in store and store[self.name] is not uop: return False
+      store[self.name] = uop
+    if self.src is None: return True
+    if isinstance(self.src, UPat): return all(self.src.match(s, store) for s in uop.src)
+    orders = [self.src] if isinstance(self.src, tuple) else [self.src, self.src[::-1]]
+    for pats in orders:
+      if len(pats) != len(uop.src) and not (self.allow_any_len and len(uop.src) >= len(pats)): continue
+      trial = dict(store)
+      if all(p.match(s, trial) for p, s in zip(pats, uop.src)):
+        store.update(trial)
+        return True
+    return False
+
+
+class PatternMatcher:
+  """An ordered rule list. `rewrite(uop)` returns the first rule's non-None result, or None."""
+  def __init__(self, rules: list[tuple[UPat, Callable[..., Optional[UOp]]]]):
+    self.rules = rules
+    self._by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
+    for pat, fn in rules:
+      wants_ctx = "ctx" in inspect.signature(fn).parameters
+      for op in (pat.ops if pat.ops is not None else Ops):
+        self._by_op[op].append((pat, fn, wants_ctx))
+
+  def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
+
+  def rewrite(self, uop: UOp, ctx: Any = None) -> Optional[UOp]:
+    for pat, fn, wants_ctx in self._by_op[uop.op]:
+      store: dict[str, UOp] = {}
+      if pat.match(uop, store):
+        out = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
+        if out is not None: return out
+    return None
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
+  """Rewrite bottom-up to a fixed point: sources first, then the rules on the rebuilt node, again on
+  whatever a rule returns, until no rule fires. Iterative, so deep graphs do not hit the recursion limit."""
+  done: dict[UOp, UOp] = {}
+  stack: list[tuple[UOp, int, Optional[UOp]]] = [(root, 0, None)]
+  while stack:
+    node, stage, replacement = stack.pop()
+    if node in done: continue
+    if stage == 0:
+      stack.append((node, 1, None))
+      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+    elif stage == 1:
+      new_src = tuple(done[s] for s in node.src)
+      rebuilt = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+      out = pm.rewrite(rebuilt, ctx)
+      if out is None or out is rebuilt: done[node] = rebuilt
+      else:
+        stack.append((node, 2, out))
+        stack.append((out, 0, None))
+    else:
+      done[node] = done[replacement]
+  return done[root]
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """Replace nodes by `mapping` everywhere in the graph under `root`."""
+  done: dict[UOp, UOp] = {}
+  for node in toposort([root]):
+    if node in mapping: done[node] = mapping[node]
+    else:
+      new_src = tuple(done[s] for s in node.src)
+      done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+  return done[root]
+
+
+_unique_ids = itertools.count()
+def unique_id() -> int: return next(_unique_ids)
+

@@ -1,0 +1,1 @@
+"""Device drivers: one module per device, each defining `DEVICE`, a `tgfn.device.Compiled`."""
