@@ -286,18 +286,26 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   return tuple(out)
 
 
+def _weak_scalar(x: Any) -> Optional[Scalar]:
+  """Python scalars, and NumPy scalars like np.pi * 2 or np.float64(1), are weakly typed: they take
+  the dtype of the array they meet (so `float32_array * np.sqrt(2)` stays float32)."""
+  if isinstance(x, np.generic) and x.dtype.kind in "biuf": return x.item()
+  if isinstance(x, (bool, int, float)): return x
+  return None
+
+
 def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
-  """An Array from an Array (cast to `dtype` if given), a Python scalar (a constant) or array data."""
+  """An Array from an Array (cast to `dtype` if given), a scalar (a constant) or array data."""
   if isinstance(x, Array): return x if dtype is None else x.astype(dtype)
-  if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
-    return Array.const(x, dtype if dtype is not None else result_type(x))
+  if (scalar := _weak_scalar(x)) is not None:
+    return Array.const(scalar, dtype if dtype is not None else result_type(scalar))
   return Array.from_data(x, dtype)
 
 
 def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
-  """Cast `xs` to their common dtype (JAX promotion, Python scalars weak) and broadcast them together."""
-  py_scalar = lambda x: isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
-  common = dtype or result_type(*[x if py_scalar(x) else _array_dtype(x) for x in xs])
+  """Cast `xs` to their common dtype (JAX promotion, scalars weak) and broadcast them together."""
+  xs = tuple(s if (s := _weak_scalar(x)) is not None else x for x in xs)
+  common = dtype or result_type(*[x if isinstance(x, (bool, int, float)) else _array_dtype(x) for x in xs])
   arrays = [as_array(x, common) for x in xs]
   devices = {a.uop.device for a in arrays} - {None}
   if len(devices) > 1:

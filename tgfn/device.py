@@ -9,6 +9,7 @@ Drivers import this module and the renderers, never the front end. `Device.DEFAU
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import os
@@ -107,7 +108,8 @@ class Buffer:
     return self._handle
 
   def copyin(self, data: np.ndarray) -> Buffer:
-    Device[self.device].allocator.copyin(self.handle, memoryview(np.ascontiguousarray(data)).cast("B"))
+    flat = np.ascontiguousarray(data).reshape(-1)  # 1-D: memoryview cannot cast a view with a 0 in its shape
+    Device[self.device].allocator.copyin(self.handle, memoryview(flat).cast("B"))
     return self
 
   def numpy(self) -> np.ndarray:
@@ -117,6 +119,7 @@ class Buffer:
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} x {self.dtype.name}>"
 
 
+@functools.cache
 def _available_drivers() -> list[str]:
   import tgfn_drivers
   return sorted(m.name.upper() for m in pkgutil.iter_modules(tgfn_drivers.__path__) if not m.name.startswith("_"))

@@ -4,6 +4,8 @@ from tgfn.array import Array as ndarray  # noqa: F401
 from tgfn.dtype import dtypes as _dtypes
 from tgfn.ops.creation import *  # noqa: F401,F403
 from tgfn.ops.elementwise import *  # noqa: F401,F403
+from tgfn.ops.indexing import *  # noqa: F401,F403
+from tgfn.ops.linalg import *  # noqa: F401,F403
 from tgfn.ops.reduction import *  # noqa: F401,F403
 from tgfn.ops.shape import *  # noqa: F401,F403
 from tgfn.dtype import result_type, to_dtype as dtype  # noqa: F401

@@ -13,6 +13,7 @@ from tgfn.helpers import DEBUG, prod
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
+from tgfn.uop.spec import spec_enabled, verify_kernel, verify_linear, verify_tensor_graph
 
 
 @dataclass
@@ -30,6 +31,12 @@ def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   u = UOp(Ops.BUFFER, buffer.dtype, (), (unique_id(), buffer.device, tuple(shape)))
   u.buffer = buffer
   return u
+
+
+class Counters:
+  """Running totals, for tests and benchmarks: kernels launched and kernels compiled."""
+  kernels_launched = 0
+  kernels_compiled = 0
 
 
 _compiled: dict[tuple[str, UOp], CompiledKernel] = {}
@@ -52,13 +59,16 @@ def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
   key = (device, kernel.ast)
   if key not in _compiled:
     dev = Device[device]
+    if spec_enabled(): verify_kernel(kernel.ast)
     linear = codegen(kernel.ast, dev.renderer)
+    if spec_enabled(): verify_linear(linear)
     src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
     if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
     if DEBUG() >= 4: print(src)
     if DEBUG() >= 5:
       for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
     program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
+    Counters.kernels_compiled += 1
     _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
   return _compiled[key]
 
@@ -72,6 +82,8 @@ def with_realized(node: UOp) -> UOp:
 def realize(outs: list[UOp]) -> list[UOp]:
   """Compute `outs` (tensor-level nodes); return BUFFER nodes with their values, in the same order."""
   outs = [with_realized(o) for o in outs]
+  if spec_enabled():
+    for o in outs: verify_tensor_graph(o)
   start = time.perf_counter()
   items = create_schedule([o for o in outs if o.op is not Ops.BUFFER])
   buffers: dict[UOp, Buffer] = {n: n.buffer for n in toposort(outs) if n.op is Ops.BUFFER}
@@ -88,6 +100,7 @@ def realize(outs: list[UOp]) -> list[UOp]:
     t0 = time.perf_counter()
     kernel.program(*[buffers[b].handle for b in item.kernel.buffers])
     n_kernels += 1
+    Counters.kernels_launched += 1
     if DEBUG() >= 2:
       dt = time.perf_counter() - t0
       print(f"  {kernel.name:30s} {device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")

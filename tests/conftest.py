@@ -1,0 +1,38 @@
+"""Shared test setup: every op test runs on each device (CPU and the PYTHON reference interpreter)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("tgfn", deadline=None, max_examples=25, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
+
+DEVICES = ["CPU", "PYTHON"]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request, monkeypatch) -> str:
+  """Run the test with `request.param` as the default device."""
+  monkeypatch.setenv("DEV", request.param)
+  return request.param
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache_and_spec_checks(tmp_path_factory, monkeypatch):
+  """Kernels compile into a per-run cache, and every graph is checked against tgfn/uop/spec.py."""
+  monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "tgfn-cache"))
+  monkeypatch.setenv("SPEC", "1")
+
+
+def assert_close(actual, expected, rtol: float = 1e-6, atol: float = 1e-6, check_dtype: bool = True) -> None:
+  """Compare a tgfn Array (or anything array-like) with a NumPy reference: values, shape, and dtype."""
+  got = np.asarray(actual)
+  want = np.asarray(expected)
+  assert got.shape == want.shape, f"shape {got.shape} != expected {want.shape}"
+  if check_dtype: assert got.dtype == want.dtype, f"dtype {got.dtype} != expected {want.dtype}"
+  if want.dtype.kind in "biu": np.testing.assert_array_equal(got, want)
+  else: np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)

@@ -1,0 +1,46 @@
+"""The IR itself: hash-consing, the pattern matcher, and rewriting deep graphs."""
+import pytest
+
+from tgfn.dtype import dtypes
+from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite, toposort
+
+
+def test_hash_consing_gives_identical_objects():
+  a = UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, 4)
+  b = UOp.const(dtypes.int32, 3) + UOp.const(dtypes.int32, 4)
+  assert a is b
+  assert UOp.const(dtypes.int32, 3) is not UOp.const(dtypes.int64, 3)
+
+
+def test_uops_are_immutable():
+  with pytest.raises(AttributeError, match="immutable"):
+    UOp.const(dtypes.int32, 1).arg = 2
+
+
+def test_unhashable_arg_is_a_clear_error():
+  with pytest.raises(TypeError, match="hashable"):
+    UOp(Ops.CONST, dtypes.int32, (), [1])
+
+
+def test_pattern_matcher_binds_names_and_tries_both_orders_for_lists():
+  x = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0)
+  pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.var("x"), UPat.cvar("c")]), lambda x, c: x * (c.arg + 1))])
+  assert pm.rewrite(UOp.const(dtypes.int32, 2) + x) is x * 3
+  assert pm.rewrite(x + UOp.const(dtypes.int32, 2)) is x * 3
+  assert pm.rewrite(x * 2) is None
+
+
+def test_graph_rewrite_handles_graphs_deeper_than_the_recursion_limit():
+  x = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0)
+  node = x
+  for _ in range(5000): node = node + UOp.const(dtypes.int32, 0)
+  strip_zero = PatternMatcher([(UPat(Ops.ADD, src=(UPat.var("y"), UPat.cvar("c", dtypes.int32))),
+                                lambda y, c: y if c.arg == 0 else None)])
+  assert graph_rewrite(node, strip_zero) is x
+  assert len(toposort([node])) == 5000 * 1 + 2
+
+
+def test_const_values_wrap_to_their_dtype():
+  assert UOp.const(dtypes.uint8, 300).arg == 44
+  assert UOp.const(dtypes.int8, 200).arg == -56
+  assert UOp.const(dtypes.bool, 5).arg is True

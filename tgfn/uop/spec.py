@@ -1,0 +1,95 @@
+"""What a well-formed graph is at each stage. `SPEC=1` checks every graph the engine builds
+(the test suite turns it on); a violation raises SpecError naming the node and the broken rule."""
+from __future__ import annotations
+
+import math
+import os
+
+from tgfn.dtype import dtypes
+from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
+
+
+class SpecError(AssertionError):
+  pass
+
+
+def spec_enabled() -> bool: return os.environ.get("SPEC", "0") not in ("", "0")
+
+
+def _fail(node: UOp, rule: str) -> None:
+  raise SpecError(f"malformed {node.op.name} node: {rule}\n  {node!r}")
+
+
+def _check_alu_dtypes(u: UOp) -> None:
+  if u.op in (Ops.CAST, Ops.BITCAST):
+    if u.op is Ops.BITCAST and u.dtype.itemsize != u.src[0].dtype.itemsize:
+      _fail(u, f"BITCAST between sizes {u.src[0].dtype.itemsize} and {u.dtype.itemsize}")
+    return
+  values = u.src[1:] if u.op is Ops.WHERE else u.src
+  if u.op is Ops.WHERE and u.src[0].dtype is not dtypes.bool: _fail(u, "WHERE condition must be bool")
+  if len({s.dtype for s in values}) != 1: _fail(u, f"sources have different dtypes {[s.dtype for s in values]}")
+  expected = dtypes.bool if u.op in GroupOp.Comparison else values[0].dtype
+  if u.dtype is not expected: _fail(u, f"dtype {u.dtype} but the op produces {expected}")
+
+
+def verify_tensor_graph(root: UOp) -> None:
+  """Tensor level: shapes agree, movement args are valid, dtypes follow each op's rule."""
+  for u in toposort([root]):
+    op, arg = u.op, u.arg
+    if op in GroupOp.ALU:
+      _check_alu_dtypes(u)
+      if len({s.shape for s in u.src}) != 1: _fail(u, f"sources have different shapes {[s.shape for s in u.src]}")
+    elif op is Ops.BUFFER:
+      if not (isinstance(arg, tuple) and len(arg) == 3 and hasattr(u, "buffer")): _fail(u, "BUFFER needs (id, device, shape) and a buffer")
+    elif op is Ops.CONST:
+      if u.src: _fail(u, "CONST has no sources")
+    elif op is Ops.RESHAPE:
+      if math.prod(arg) != math.prod(u.src[0].shape): _fail(u, f"RESHAPE {u.src[0].shape} -> {arg} changes the size")
+    elif op is Ops.PERMUTE:
+      if sorted(arg) != list(range(len(u.src[0].shape))): _fail(u, f"PERMUTE {arg} is not a permutation")
+    elif op is Ops.EXPAND:
+      src = u.src[0].shape
+      if len(src) != len(arg) or any(s != n and s != 1 for s, n in zip(src, arg)):
+        _fail(u, f"EXPAND {src} -> {arg} may only grow size-1 axes")
+    elif op is Ops.PAD:
+      if len(arg) != len(u.src[0].shape) or any(lo < 0 or hi < 0 for lo, hi in arg): _fail(u, f"PAD widths {arg}")
+    elif op is Ops.SHRINK:
+      if len(arg) != len(u.src[0].shape) or any(not 0 <= s <= e <= n for (s, e), n in zip(arg, u.src[0].shape)):
+        _fail(u, f"SHRINK bounds {arg} outside shape {u.src[0].shape}")
+    elif op is Ops.FLIP:
+      if any(not 0 <= a < len(u.src[0].shape) for a in arg): _fail(u, f"FLIP axes {arg}")
+    elif op is Ops.REDUCE_AXIS:
+      if arg[0] not in (Ops.ADD, Ops.MUL, Ops.MAX): _fail(u, f"REDUCE_AXIS op {arg[0]}")
+      if any(not 0 <= a < len(u.src[0].shape) for a in arg[1]): _fail(u, f"REDUCE_AXIS axes {arg[1]}")
+    elif op not in (Ops.CONTIGUOUS, Ops.COPY):
+      _fail(u, "not a tensor-level op")
+
+
+def verify_kernel(ast: UOp) -> None:
+  """Kernel level: a SINK of STOREs; integer indices; LOADs and STOREs address DEFINE_GLOBALs."""
+  if ast.op is not Ops.SINK or not all(s.op is Ops.STORE for s in ast.src): _fail(ast, "a kernel is a SINK of STOREs")
+  for u in toposort([ast]):
+    if u.op in (Ops.LOAD, Ops.STORE):
+      if u.src[0].op is not Ops.DEFINE_GLOBAL: _fail(u, "must address a DEFINE_GLOBAL")
+      if not u.src[1].dtype.is_int: _fail(u, "index must be an integer")
+      if u.op is Ops.LOAD and len(u.src) == 3 and u.src[2].dtype is not dtypes.bool: _fail(u, "gate must be bool")
+    elif u.op is Ops.RANGE:
+      if u.src[0].op is not Ops.CONST: _fail(u, "RANGE bound must be a constant")
+    elif u.op is Ops.REDUCE:
+      if not all(r.op is Ops.RANGE for r in u.src[1:]): _fail(u, "REDUCE closes RANGEs only")
+    elif u.op in GroupOp.ALU: _check_alu_dtypes(u)
+    elif u.op not in (Ops.SINK, Ops.DEFINE_GLOBAL, Ops.CONST): _fail(u, "not a kernel-level op")
+
+
+def verify_linear(program: list[UOp]) -> None:
+  """Linear level: sources come first, loops nest, accumulators are declared before use."""
+  seen: set[UOp] = set()
+  open_ranges: list[UOp] = []
+  for u in program:
+    for s in u.src:
+      if s not in seen: _fail(u, f"uses {s.op.name} before it is computed")
+    if u.op is Ops.RANGE: open_ranges.append(u)
+    elif u.op is Ops.ENDRANGE:
+      if not open_ranges or open_ranges.pop() is not u.src[0]: _fail(u, "ENDRANGE does not close the innermost loop")
+    seen.add(u)
+  if open_ranges: raise SpecError(f"{len(open_ranges)} loop(s) never closed")
