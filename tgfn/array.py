@@ -98,13 +98,24 @@ class Array:
 
   # ---- observation: realizes the graph
   def realize(self) -> Array:
-    if self.uop.op is not Ops.BUFFER: self.uop = realize([self.uop])[0]
+    """Compute the value now. A plain graph is replaced by the buffer holding its value; a graph
+    traced inside grad/jvp keeps its form (the transform still needs it) and its value is cached."""
+    self._value()
     return self
+
+  def _value(self, what: str = "this operation") -> UOp:
+    """The BUFFER node holding this array's value, computing it if needed."""
+    if self.uop.op is Ops.BUFFER: return self.uop
+    from tgfn.transforms.trace import concretize
+    concrete = concretize(self.uop, what)
+    value = realize([concrete])[0]
+    if concrete is self.uop: self.uop = value
+    return value
 
   def block_until_ready(self) -> Array: return self.realize()
 
-  def numpy(self) -> np.ndarray:
-    host = self.realize().uop.buffer.numpy().reshape(self.shape)
+  def numpy(self, _what: str = "numpy()") -> np.ndarray:
+    host = self._value(_what).buffer.numpy().reshape(self.shape)
     if self.dtype is dtypes.bfloat16:
       try:
         import ml_dtypes
@@ -114,26 +125,26 @@ class Array:
     return host
 
   def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-    out = self.numpy()
+    out = self.numpy("np.asarray(x)")
     return out if dtype is None else out.astype(dtype)
 
-  def item(self) -> Scalar:
-    if self.size != 1: raise ValueError(f"item() needs an array with one element, got shape {self.shape}")
-    return self.numpy().reshape(()).item()
+  def item(self, _what: str = "item()") -> Scalar:
+    if self.size != 1: raise ValueError(f"{_what} needs an array with one element, got shape {self.shape}")
+    return self.numpy(_what).reshape(()).item()
 
   def tolist(self) -> Any: return self.numpy().tolist()
-  def __float__(self) -> float: return float(self.item())
-  def __int__(self) -> int: return int(self.item())
-  def __complex__(self) -> complex: return complex(self.item())
+  def __float__(self) -> float: return float(self.item("float(x)"))
+  def __int__(self) -> int: return int(self.item("int(x)"))
+  def __complex__(self) -> complex: return complex(self.item("complex(x)"))
 
   def __index__(self) -> int:
     if not self.dtype.is_int: raise TypeError(f"only integer arrays can be used as an index, got {self.dtype.name}")
-    return int(self.item())
+    return int(self.item("using an array as an index"))
 
   def __bool__(self) -> bool:
     if self.size != 1:
       raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all()")
-    return bool(self.item())
+    return bool(self.item("bool(x) (e.g. `if x:`)"))
 
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d array")
@@ -144,10 +155,19 @@ class Array:
     return (self[i] for i in range(self.shape[0]))
 
   def __repr__(self) -> str:
-    body = np.array2string(self.numpy(), separator=", ", prefix="Array(")
+    from tgfn.transforms.trace import ConcretizationError
+    try:
+      body = np.array2string(self.numpy("repr(x)"), separator=", ", prefix="Array(")
+    except ConcretizationError:
+      return f"Traced<shape={self.shape}, dtype={self.dtype.name}>"
     return f"Array({body}, dtype={self.dtype.name})"
 
-  def __str__(self) -> str: return str(self.numpy())
+  def __str__(self) -> str:
+    return repr(self) if self._is_traced() else str(self.numpy("str(x)"))
+
+  def _is_traced(self) -> bool:
+    from tgfn.transforms.trace import is_abstract
+    return is_abstract(self.uop)
   __hash__ = None  # type: ignore[assignment]  # arrays are values compared elementwise, like NumPy's
 
   # ---- primitive builders (used by tgfn.numpy and friends)

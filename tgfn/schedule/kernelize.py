@@ -98,7 +98,7 @@ class _Lowerer:
       src = (self.global_for(node), linear_index(idx, node.shape)) + ((gate,) if gate is not None else ())
       return UOp(Ops.LOAD, node.dtype, src)
     if op is Ops.CONST: return UOp.const(node.dtype, arg)
-    if op in (Ops.CONTIGUOUS, Ops.COPY): return self.lower(node.src[0], idx, gate)
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return self.lower(node.src[0], idx, gate)
     if op in GroupOp.ALU: return UOp(op, node.dtype, tuple(self.lower(s, idx, gate) for s in node.src))
     src_shape = node.src[0].shape
     if op is Ops.RESHAPE:

@@ -26,6 +26,7 @@ class Ops(Enum):
   # ---- sources (tensor level)
   BUFFER = auto()       # arg: (unique id, device, shape); realized data lives in a device Buffer
   CONST = auto()        # arg: a Python scalar; shape () at the tensor level
+  PLACEHOLDER = auto()  # arg: (unique id, shape, device); an input of a traced function
   # ---- movement (tensor level); none of these makes a kernel
   RESHAPE = auto()      # arg: new shape
   PERMUTE = auto()      # arg: axis order
@@ -38,6 +39,9 @@ class Ops(Enum):
   # ---- realization (tensor level)
   CONTIGUOUS = auto()   # force a kernel boundary: the value is materialized in a buffer
   COPY = auto()         # arg: target device name
+  # ---- transform markers (tensor level): the value of src[0], with special meaning to transforms
+  DETACH = auto()       # stop_gradient: no derivative flows through
+  CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
   # ---- elementwise ALU, every level. Unary:
   NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto()  # noqa: E702
   TRUNC = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
@@ -152,7 +156,7 @@ class UOp:
 
   @functools.cached_property
   def device(self) -> Optional[str]:
-    if self.op is Ops.BUFFER: return self.arg[1]
+    if self.op in (Ops.BUFFER, Ops.PLACEHOLDER): return self.arg[1 if self.op is Ops.BUFFER else 2]
     if self.op is Ops.COPY: return self.arg
     return next((d for s in self.src if (d := s.device) is not None), None)
 
@@ -169,6 +173,7 @@ class UOp:
 def _shape(u: UOp) -> tuple[int, ...]:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return arg[2]
+  if op is Ops.PLACEHOLDER: return arg[1]
   if op is Ops.CONST: return ()
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
   src = u.src[0].shape
@@ -177,7 +182,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.SHRINK: return tuple(end - start for start, end in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.WHERE: return u.src[1].shape
-  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY): return src
+  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return src
   raise ValueError(f"{op} has no shape (it is not a tensor-level op)")
 
 

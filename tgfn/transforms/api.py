@@ -1,0 +1,257 @@
+"""The public transforms: grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev, hessian, vmap,
+stop_gradient. Each traces the function into the UOp graph (tgfn/transforms/trace.py) and applies a
+rule table (grad.py, jvp.py, vmap.py); results are ordinary lazy Arrays, so transforms compose."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tgfn.array import Array, as_array
+from tgfn.transforms.grad import backward
+from tgfn.transforms.jvp import forward
+from tgfn.transforms.trace import bound, flatten_outputs, fn_name, placeholder, trace_inputs
+from tgfn.transforms.vmap import batch_graph
+from tgfn.tree import broadcast_prefix, flatten, unflatten
+from tgfn.uop.ops import Ops, UOp, substitute
+
+ArgNums = Union[int, Sequence[int]]
+
+
+def stop_gradient(x: Any) -> Any:
+  """The same value, with no derivative flowing through it (works on pytrees)."""
+  leaves, tree = flatten(x)
+  return unflatten(tree, [Array(UOp(Ops.DETACH, a.dtype, (a.uop,))) for a in map(as_array, leaves)])
+
+
+def _trace_concrete(f: Callable, primals: Sequence[Any], has_aux: bool) -> tuple:
+  """Run `f` on placeholders bound to `primals`: (input leaves, placeholders, output leaves, out tree, aux)."""
+  leaves, in_tree = flatten(tuple(primals))
+  inputs = [as_array(leaf) for leaf in leaves]
+  holders = trace_inputs(inputs)
+  with bound({h.uop: x.uop for h, x in zip(holders, inputs)}):
+    out = f(*unflatten(in_tree, holders))
+  aux = None
+  if has_aux:
+    if not (isinstance(out, tuple) and len(out) == 2):
+      raise TypeError(f"{fn_name(f)} was transformed with has_aux=True, so it must return a pair (output, aux)")
+    out, aux = out
+  outs, out_tree = flatten_outputs(out, fn_name(f))
+  return inputs, [h.uop for h in holders], outs, out_tree, in_tree, aux
+
+
+def _bind_back(mapping: dict[UOp, UOp], x: Any) -> Any:
+  """Replace placeholders by the real inputs in every Array of the pytree `x`."""
+  if x is None: return None
+  leaves, tree = flatten(x)
+  return unflatten(tree, [Array(substitute(a.uop, mapping)) if isinstance(a, Array) else a for a in leaves])
+
+
+def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+  """(f(*primals), vjp_fn) where vjp_fn(cotangent) returns one cotangent per primal (pytrees ok)."""
+  inputs, holders, outs, out_tree, in_tree, aux = _trace_concrete(f, primals, has_aux)
+  mapping = dict(zip(holders, (x.uop for x in inputs)))
+  primal_out = _bind_back(mapping, unflatten(out_tree, outs))
+
+  def vjp_fn(cotangent: Any) -> tuple:
+    ct_leaves, ct_tree = flatten(cotangent)
+    if ct_tree != out_tree:
+      raise ValueError(f"vjp: the cotangent must have the structure of the output {out_tree}, got {ct_tree}")
+    cts = []
+    for ct, o in zip(ct_leaves, outs):
+      ct = as_array(ct)
+      if ct.shape != o.shape:
+        raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}")
+      cts.append(ct.astype(o.dtype))
+    grads = backward([o.uop for o in outs], cts, holders)
+    full = [g if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
+    return tuple(_bind_back(mapping, unflatten(in_tree, full)))
+
+  return (primal_out, vjp_fn, _bind_back(mapping, aux)) if has_aux else (primal_out, vjp_fn)
+
+
+def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) -> None:
+  for i in argnums:
+    for leaf in flatten(args[i])[0]:
+      dt = as_array(leaf).dtype
+      if not dt.is_float:
+        raise TypeError(f"{name} requires float inputs, but argument {i} has a leaf of dtype {dt.name}. "
+                        "Differentiate with respect to float arrays (cast with .astype(tnp.float32)), "
+                        "or use vjp for integer inputs.")
+
+
+def _argnums_tuple(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
+  nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+  for n in nums:
+    if not -nargs <= n < nargs: raise ValueError(f"argnums {argnums} out of range for {nargs} positional arguments")
+  return tuple(n % nargs for n in nums)
+
+
+def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+  """A function returning (f(*args), gradient of f with respect to args[argnums]); f must return a
+  float scalar (plus aux when has_aux)."""
+  @functools.wraps(f)
+  def wrapped(*args: Any, **kwargs: Any) -> Any:
+    nums = _argnums_tuple(argnums, len(args))
+    _check_float_inputs("grad", args, nums)
+
+    def partial(*diff: Any) -> Any:
+      full = list(args)
+      for n, d in zip(nums, diff): full[n] = d
+      return f(*full, **kwargs)
+
+    result = vjp(partial, *(args[n] for n in nums), has_aux=has_aux)
+    out, vjp_fn = result[0], result[1]
+    if not isinstance(out, Array) or out.shape != () or not out.dtype.is_float:
+      shape = getattr(out, "shape", None)
+      raise TypeError(f"grad requires {fn_name(f)} to return a float scalar, got "
+                      f"{type(out).__name__} with shape {shape}; use vjp or jacrev for non-scalar outputs")
+    grads = vjp_fn(Array.const(1.0, out.dtype))
+    grad_value = grads[0] if isinstance(argnums, int) else grads
+    return ((out, result[2]), grad_value) if has_aux else (out, grad_value)
+  return wrapped
+
+
+def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+  """The gradient of the scalar function f with respect to args[argnums] (same pytree shape)."""
+  vg = value_and_grad(f, argnums, has_aux)
+
+  @functools.wraps(f)
+  def wrapped(*args: Any, **kwargs: Any) -> Any:
+    (value, grads) = vg(*args, **kwargs)
+    return (grads, value[1]) if has_aux else grads
+  return wrapped
+
+
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
+  """(f(*primals), the directional derivative of f at primals along tangents)."""
+  if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+    raise TypeError("jvp: primals and tangents must be tuples (or lists) of arguments")
+  if flatten(tuple(primals))[1] != flatten(tuple(tangents))[1]:
+    raise ValueError("jvp: primals and tangents must have the same pytree structure")
+  inputs, holders, outs, out_tree, _, aux = _trace_concrete(f, primals, has_aux)
+  tangent_leaves = [as_array(t) for t in flatten(tuple(tangents))[0]]
+  for x, t in zip(inputs, tangent_leaves):
+    if x.shape != t.shape:
+      raise ValueError(f"jvp: tangent shape {t.shape} does not match primal shape {x.shape}")
+  seeds = {h: t.astype(x.dtype) for h, x, t in zip(holders, inputs, tangent_leaves) if x.dtype.is_float}
+  tangent_out = forward([o.uop for o in outs], seeds)
+  full = [t if t is not None else Array.const(0, o.dtype, o.shape) for t, o in zip(tangent_out, outs)]
+  mapping = dict(zip(holders, (x.uop for x in inputs)))
+  result = (_bind_back(mapping, unflatten(out_tree, outs)), _bind_back(mapping, unflatten(out_tree, full)))
+  return result + (_bind_back(mapping, aux),) if has_aux else result
+
+
+def linearize(f: Callable, *primals: Any) -> tuple[Any, Callable]:
+  """(f(*primals), f_jvp) where f_jvp(*tangents) is the JVP at primals (built from jvp)."""
+  out = f(*primals)
+  return out, lambda *tangents: jvp(f, primals, tangents)[1]
+
+
+# ---- vmap
+def _move_axis(x: Array, src: int, dst: int) -> Array:
+  order = list(range(x.ndim))
+  order.insert(dst, order.pop(src))
+  return x._permute(tuple(order))
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[int] = None) -> Callable:
+  """Map f over an axis of its inputs. in_axes/out_axes: an int, None (not mapped), or a pytree
+  prefix of the arguments/outputs made of those; negative axes count from the end."""
+  @functools.wraps(f)
+  def batched(*args: Any, **kwargs: Any) -> Any:
+    if kwargs: args, call = args + (kwargs,), lambda *a: f(*a[:-1], **a[-1])
+    else: call = f
+    axes_spec = in_axes if not isinstance(in_axes, list) else tuple(in_axes)
+    if isinstance(axes_spec, tuple) and len(axes_spec) != len(args) - (1 if kwargs else 0):
+      raise ValueError(f"vmap in_axes has {len(axes_spec)} entries but {fn_name(f)} got "
+                       f"{len(args) - (1 if kwargs else 0)} positional arguments")
+    if kwargs and isinstance(axes_spec, tuple): axes_spec = axes_spec + (0,)
+    leaves, in_tree = flatten(args)
+    try:
+      axes = broadcast_prefix(axes_spec, args)
+    except ValueError as e:
+      raise ValueError(f"vmap in_axes {in_axes!r} does not match the arguments' structure: {e}") from None
+    size, arrays = axis_size, []
+    for leaf, ax in zip(leaves, axes):
+      x = as_array(leaf) if ax is not None else leaf
+      if ax is not None:
+        if not -x.ndim <= ax < x.ndim:
+          raise ValueError(f"vmap in_axes {ax} is out of range for an argument of shape {x.shape}")
+        n = x.shape[ax % x.ndim]
+        if size is not None and n != size:
+          raise ValueError(f"vmap got inconsistent sizes for the mapped axes: {_mapped_sizes(leaves, axes)}"
+                           + (f" (axis_size={axis_size})" if axis_size is not None else ""))
+        size = n
+      arrays.append(x)
+    if size is None: raise ValueError("vmap needs at least one mapped input (in_axes not all None) or axis_size")
+    moved = {i: _move_axis(x, ax % x.ndim, 0) for i, (x, ax) in enumerate(zip(arrays, axes)) if ax is not None}
+    traced = list(arrays)
+    for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device))
+    out = call(*unflatten(in_tree, traced))
+    outs, out_tree = flatten_outputs(out, fn_name(f))
+    results = batch_graph([o.uop for o in outs], {traced[i].uop: x for i, x in moved.items()}, size)
+    try:
+      out_spec = broadcast_prefix(out_axes, unflatten(out_tree, outs))
+    except ValueError as e:
+      raise ValueError(f"vmap out_axes {out_axes!r} does not match the output structure: {e}") from None
+    final = []
+    for (value, is_batched), ax in zip(results, out_spec):
+      if ax is None:
+        if is_batched: raise ValueError(f"vmap out_axes=None, but an output of {fn_name(f)} depends on the mapped inputs")
+        final.append(value)
+        continue
+      value = value if is_batched else value._reshape((1,) + value.shape)._broadcast_to((size,) + value.shape)
+      if not -value.ndim <= ax < value.ndim:
+        raise ValueError(f"vmap out_axes {ax} is out of range for an output with {value.ndim} dims (batch included)")
+      final.append(_move_axis(value, 0, ax % value.ndim))
+    return unflatten(out_tree, final)
+  return batched
+
+
+def _mapped_sizes(leaves: Sequence[Any], axes: Sequence[Any]) -> str:
+  return ", ".join(f"axis {ax} of shape {as_array(x).shape}" for x, ax in zip(leaves, axes) if ax is not None)
+
+
+# ---- Jacobians
+def _std_basis(x: Array) -> Array:
+  import tgfn.numpy as tnp
+  return tnp.eye(x.size, dtype=x.dtype)._reshape((x.size,) + x.shape)
+
+
+def jacfwd(f: Callable, argnums: int = 0) -> Callable:
+  """Jacobian by forward mode: vmap of jvp over the standard basis of the input.
+  Result shape: output shape + input shape."""
+  @functools.wraps(f)
+  def jac(*args: Any) -> Any:
+    x = as_array(args[argnums])
+    _check_float_inputs("jacfwd", args, (argnums,))
+
+    def pushforward(tangent: Array) -> Any:
+      full = list(args)
+      return jvp(lambda v: f(*full[:argnums], v, *full[argnums + 1:]), (x,), (tangent,))[1]
+
+    columns = vmap(pushforward)(_std_basis(x))
+    leaves, tree = flatten(columns)
+    return unflatten(tree, [_move_axis(c, 0, c.ndim - 1)._reshape(c.shape[1:] + x.shape) if x.ndim else
+                            c._reshape(c.shape[1:]) for c in leaves])
+  return jac
+
+
+def jacrev(f: Callable, argnums: int = 0) -> Callable:
+  """Jacobian by reverse mode: vmap of vjp over the standard basis of the output.
+  Result shape: output shape + input shape."""
+  @functools.wraps(f)
+  def jac(*args: Any) -> Any:
+    x = as_array(args[argnums])
+    _check_float_inputs("jacrev", args, (argnums,))
+    full = list(args)
+    out, pullback = vjp(lambda v: f(*full[:argnums], v, *full[argnums + 1:]), x)
+    if not isinstance(out, Array): raise TypeError("jacrev supports functions returning a single array")
+    rows = vmap(lambda ct: pullback(ct)[0])(_std_basis(out))
+    return rows._reshape(out.shape + x.shape)
+  return jac
+
+
+def hessian(f: Callable, argnums: int = 0) -> Callable:
+  """The Hessian of a scalar function: jacfwd(jacrev(f))."""
+  return jacfwd(jacrev(f, argnums), argnums)

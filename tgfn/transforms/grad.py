@@ -1,0 +1,150 @@
+"""Reverse mode: one VJP rule per primitive op, and the walk that applies them.
+
+A rule takes the cotangent `ct` of a node's output (an Array) and the node `y` (a UOp), and returns
+one cotangent per source (None where no derivative flows). Rules build ordinary Array ops, so the
+gradient is itself a graph that can be differentiated again, batched or compiled.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence
+
+from tgfn.array import Array
+from tgfn.uop.ops import Ops, UOp, toposort
+
+LN2 = math.log(2.0)
+Cotangents = tuple[Optional[Array], ...]
+
+
+def _a(u: UOp) -> Array: return Array(u)
+
+
+def _tnp():
+  import tgfn.numpy as tnp
+  return tnp
+
+
+def _max_vjp(ct: Array, y: UOp) -> Cotangents:
+  """JAX's convention: at a tie, each side gets half the cotangent."""
+  tnp = _tnp()
+  a, b = _a(y.src[0]), _a(y.src[1])
+  share = tnp.where(a > b, 1.0, tnp.where(a == b, 0.5, 0.0)).astype(ct.dtype)
+  return ct * share, ct * (1.0 - share)
+
+
+def _reduce_vjp(ct: Array, y: UOp) -> Cotangents:
+  tnp = _tnp()
+  op, axes = y.arg
+  x, shape = _a(y.src[0]), y.src[0].shape
+  ct_full = ct._broadcast_to(shape)
+  if op is Ops.ADD: return (ct_full,)
+  if op is Ops.MAX:  # the maximum shares its cotangent equally among ties
+    hit = (x == _a(y)._broadcast_to(shape)).astype(ct.dtype)
+    return (ct_full * hit / hit._reduce(Ops.ADD, axes)._broadcast_to(shape),)
+  return (ct_full * product_of_others(x, axes),)
+
+
+def product_of_others(x: Array, axes: tuple[int, ...]) -> Array:
+  """d prod(x) / d x_i = product of the other elements, exact when x has zeros: with no zero it is
+  prod / x_i; with exactly one zero, only that position is non-zero; with more, everything is 0."""
+  tnp = _tnp()
+  shape = x.shape
+  is_zero = x == 0
+  zeros = is_zero.astype(x.dtype)._reduce(Ops.ADD, axes)._broadcast_to(shape)
+  nonzero_prod = tnp.where(is_zero, 1.0, x).astype(x.dtype)._reduce(Ops.MUL, axes)._broadcast_to(shape)
+  safe_x = tnp.where(is_zero, 1.0, x).astype(x.dtype)
+  return tnp.where(zeros == 0, nonzero_prod / safe_x, tnp.where(is_zero & (zeros == 1), nonzero_prod, 0.0)).astype(x.dtype)
+
+
+def _permute_vjp(ct: Array, y: UOp) -> Cotangents:
+  inverse = tuple(sorted(range(len(y.arg)), key=lambda i: y.arg[i]))
+  return (ct._permute(inverse),)
+
+
+def _expand_vjp(ct: Array, y: UOp) -> Cotangents:
+  src = y.src[0].shape
+  axes = tuple(i for i, (s, n) in enumerate(zip(src, y.arg)) if s == 1 and n != 1)
+  return (ct._reduce(Ops.ADD, axes),)
+
+
+def _cast_vjp(ct: Array, y: UOp) -> Cotangents:
+  return (ct.astype(y.src[0].dtype),) if y.src[0].dtype.is_float and y.dtype.is_float else (None,)
+
+
+VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
+  Ops.ADD: lambda ct, y: (ct, ct),
+  Ops.SUB: lambda ct, y: (ct, -ct),
+  Ops.MUL: lambda ct, y: (ct * _a(y.src[1]), ct * _a(y.src[0])),
+  Ops.FDIV: lambda ct, y: (ct / _a(y.src[1]), -ct * _a(y) / _a(y.src[1])),
+  Ops.NEG: lambda ct, y: (-ct,),
+  Ops.RECIP: lambda ct, y: (-ct * _a(y) * _a(y),),
+  Ops.SQRT: lambda ct, y: (ct * 0.5 / _a(y),),
+  Ops.EXP2: lambda ct, y: (ct * _a(y) * LN2,),
+  Ops.LOG2: lambda ct, y: (ct / (_a(y.src[0]) * LN2),),
+  Ops.SIN: lambda ct, y: (ct * _tnp().cos(_a(y.src[0])),),
+  Ops.MAX: _max_vjp,
+  Ops.WHERE: lambda ct, y: (None, _tnp().where(_a(y.src[0]), ct, 0.0).astype(ct.dtype),
+                            _tnp().where(_a(y.src[0]), 0.0, ct).astype(ct.dtype)),
+  Ops.CAST: _cast_vjp,
+  Ops.REDUCE_AXIS: _reduce_vjp,
+  Ops.RESHAPE: lambda ct, y: (ct._reshape(y.src[0].shape),),
+  Ops.PERMUTE: _permute_vjp,
+  Ops.EXPAND: _expand_vjp,
+  Ops.PAD: lambda ct, y: (ct._shrink(tuple((lo, lo + n) for (lo, _), n in zip(y.arg, y.src[0].shape))),),
+  Ops.SHRINK: lambda ct, y: (ct._pad(tuple((s, n - e) for (s, e), n in zip(y.arg, y.src[0].shape))),),
+  Ops.FLIP: lambda ct, y: (ct._flip(y.arg),),
+  Ops.CONTIGUOUS: lambda ct, y: (ct,),
+  Ops.COPY: lambda ct, y: (Array(UOp(Ops.COPY, ct.dtype, (ct.uop,), y.src[0].device)),),
+  Ops.DETACH: lambda ct, y: (None,),
+}
+
+# Ops through which no derivative flows, and why (checked for completeness by the rule-coverage test).
+NO_VJP_NEEDED: dict[Ops, str] = {
+  Ops.TRUNC: "piecewise constant: derivative zero almost everywhere (as JAX's floor/round)",
+  Ops.CMPLT: "boolean output", Ops.CMPNE: "boolean output",
+  Ops.IDIV: "integer-only op", Ops.MOD: "integer-only op", Ops.AND: "integer/bool-only op",
+  Ops.OR: "integer/bool-only op", Ops.XOR: "integer/bool-only op", Ops.SHL: "integer-only op",
+  Ops.SHR: "integer-only op", Ops.BITCAST: "reinterprets bits: no derivative",
+  Ops.BUFFER: "a leaf", Ops.CONST: "a leaf", Ops.PLACEHOLDER: "a leaf (the differentiated input)",
+}
+
+
+def _differentiable(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_float
+
+
+def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[UOp]) -> list[Optional[Array]]:
+  """Cotangents of `wrt` nodes given cotangents of `outputs` (None where nothing flows)."""
+  from tgfn.transforms.custom import CustomCall
+  topo = toposort(list(outputs))
+  targets = set(wrt)
+  on_path: set[UOp] = set()
+  for node in topo:  # nodes that depend on some `wrt` node through differentiable values
+    if node in targets or (_differentiable(node) and any(s in on_path for s in node.src)): on_path.add(node)
+  grads: dict[UOp, Array] = {}
+
+  def accumulate(node: UOp, ct: Optional[Array]) -> None:
+    if ct is None or node not in on_path: return
+    grads[node] = grads[node] + ct if node in grads else ct
+
+  for out, ct in zip(outputs, cotangents): accumulate(out, ct)
+  # a user-defined rule (CUSTOM) runs once per call, at the call's output that comes first in `topo`:
+  # by then every output of the call has its complete cotangent
+  first_output: dict[CustomCall, UOp] = {}
+  for node in topo:
+    if node.op is Ops.CUSTOM: first_output.setdefault(node.arg[0], node)
+  call_cts: dict[CustomCall, dict[int, Array]] = {}
+  for node in reversed(topo):
+    if node in targets: continue
+    if node.op is Ops.CUSTOM:
+      call, index = node.arg
+      if node in grads: call_cts.setdefault(call, {})[index] = grads.pop(node)
+      if first_output[call] is node and call in call_cts:
+        for src, src_ct in zip(call.inputs, call.backward(call_cts.pop(call))): accumulate(src, src_ct)
+      continue
+    if node not in grads: continue
+    ct = grads.pop(node)
+    rule = VJP_RULES.get(node.op)
+    if rule is None:
+      raise NotImplementedError(f"no VJP rule for {node.op}: {NO_VJP_NEEDED.get(node.op, 'missing rule')}")
+    for src, src_ct in zip(node.src, rule(ct, node)): accumulate(src, src_ct)
+  return [grads.get(w) for w in wrt]

@@ -1,0 +1,70 @@
+"""Batching: one rule per primitive op, and the graph rewrite that applies them.
+
+`vmap(f)` traces `f` on placeholders of one example's shape, then rewrites the traced graph so every
+node that depends on a batched input carries the batch as a new leading axis: elementwise ops
+broadcast their unbatched sources, reductions and movement ops shift their axis arguments.
+A rule takes the node and its sources as (Array, is_batched) pairs (batched ones lead with the batch
+axis) and returns the batched result. Nodes that do not depend on a batched input are left alone.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from tgfn.array import Array
+from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
+
+Batched = tuple[Array, bool]
+
+
+def _lead(x: Array, batched: bool, size: int) -> Array:
+  """`x` with the batch as its leading axis, broadcasting an unbatched value."""
+  return x if batched else x._reshape((1,) + x.shape)._broadcast_to((size,) + x.shape)
+
+
+def _alu_rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+  return Array(UOp(y.op, y.dtype, tuple(_lead(a, b, size).uop for a, b in srcs), y.arg))
+
+
+def _with_arg(arg_fn: Callable[[UOp, int], object]) -> Callable[[UOp, Sequence[Batched], int], Array]:
+  def rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+    return Array(UOp(y.op, y.dtype, (srcs[0][0].uop,), arg_fn(y, size)))
+  return rule
+
+
+BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
+  **{op: _alu_rule for op in GroupOp.ALU},
+  Ops.REDUCE_AXIS: _with_arg(lambda y, n: (y.arg[0], tuple(a + 1 for a in y.arg[1]))),
+  Ops.RESHAPE: _with_arg(lambda y, n: (n,) + y.arg),
+  Ops.EXPAND: _with_arg(lambda y, n: (n,) + y.arg),
+  Ops.PERMUTE: _with_arg(lambda y, n: (0,) + tuple(a + 1 for a in y.arg)),
+  Ops.PAD: _with_arg(lambda y, n: ((0, 0),) + y.arg),
+  Ops.SHRINK: _with_arg(lambda y, n: ((0, n),) + y.arg),
+  Ops.FLIP: _with_arg(lambda y, n: tuple(a + 1 for a in y.arg)),
+  Ops.CONTIGUOUS: _with_arg(lambda y, n: y.arg),
+  Ops.COPY: _with_arg(lambda y, n: y.arg),
+  Ops.DETACH: _with_arg(lambda y, n: y.arg),
+}
+NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
+  Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched",
+  Ops.PLACEHOLDER: "a leaf: batched inputs are substituted before the rules run",
+}
+
+
+def batch_graph(outputs: Sequence[UOp], batched_inputs: dict[UOp, Array], size: int) -> list[Batched]:
+  """Rewrite `outputs` given batched values (batch axis leading) for some input nodes."""
+  done: dict[UOp, Batched] = {u: (a, True) for u, a in batched_inputs.items()}
+  custom_calls: dict = {}
+  for node in toposort(list(outputs)):
+    if node in done: continue
+    srcs = [done[s] for s in node.src]
+    if not any(b for _, b in srcs):
+      done[node] = (Array(node) if all(a.uop is s for (a, _), s in zip(srcs, node.src))
+                    else Array(node.replace(src=tuple(a.uop for a, _ in srcs))), False)
+    elif node.op is Ops.CUSTOM:
+      from tgfn.transforms.custom_batching import batch_custom
+      done[node] = (batch_custom(node, srcs, size, batched_inputs, custom_calls), True)
+    else:
+      rule = BATCH_RULES.get(node.op)
+      if rule is None: raise NotImplementedError(f"no batching rule for {node.op}")
+      done[node] = (rule(node, srcs, size), True)
+  return [done[o] for o in outputs]
