@@ -22,6 +22,8 @@ from tgfn.dtype import dtypes
 from tgfn.uop.ops import GroupOp, Ops, UOp, substitute, toposort, unique_id
 
 _IDX = dtypes.index
+# values that arrive in buffers: realized data, and (inside jit) the inputs of the traced function
+_INPUTS = (Ops.BUFFER, Ops.PLACEHOLDER)
 
 
 def strides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -48,17 +50,17 @@ def _and(a: Optional[UOp], b: Optional[UOp]) -> Optional[UOp]:
 def find_realize_points(outs: list[UOp]) -> set[UOp]:
   """The tensor-level nodes that get a buffer of their own (see the module docstring)."""
   nodes = toposort(outs)
-  realize = {o for o in outs if o.op is not Ops.BUFFER}
+  realize = {o for o in outs if o.op not in _INPUTS}
   for n in nodes:
     if n.op is Ops.CONTIGUOUS: realize.add(n)
-    if n.op is Ops.COPY: realize.update((n, n.src[0]) if n.src[0].op is not Ops.BUFFER else (n,))
+    if n.op is Ops.COPY: realize.update((n, n.src[0]) if n.src[0].op not in _INPUTS else (n,))
   for n in nodes:
     if n.op is Ops.EXPAND and math.prod(n.shape) != math.prod(n.src[0].shape):
       stack = [n.src[0]]
       seen: set[UOp] = set()
       while stack:
         x = stack.pop()
-        if x in seen or x in realize or x.op is Ops.BUFFER: continue
+        if x in seen or x in realize or x.op in _INPUTS: continue
         seen.add(x)
         if x.op is Ops.REDUCE_AXIS: realize.add(x)
         else: stack.extend(x.src)
@@ -94,7 +96,7 @@ class _Lowerer:
 
   def _lower(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
     op, arg = node.op, node.arg
-    if (node is not self.root and node in self.realized) or op is Ops.BUFFER:
+    if (node is not self.root and node in self.realized) or op in _INPUTS:
       src = (self.global_for(node), linear_index(idx, node.shape)) + ((gate,) if gate is not None else ())
       return UOp(Ops.LOAD, node.dtype, src)
     if op is Ops.CONST: return UOp.const(node.dtype, arg)

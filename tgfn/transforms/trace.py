@@ -61,6 +61,11 @@ def _resolve(uop: UOp) -> tuple[UOp, list[UOp]]:
     uop = substitute(uop, bound_here)
 
 
+def is_traced(uop: UOp) -> bool:
+  """True when the value depends on a placeholder: it is part of some transform's trace."""
+  return any(u.op is Ops.PLACEHOLDER for u in toposort([uop]))
+
+
 def is_abstract(uop: UOp) -> bool:
   """True when the value depends on a placeholder that has no concrete binding."""
   return bool(_resolve(uop)[1])

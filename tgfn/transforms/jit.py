@@ -1,0 +1,157 @@
+"""`jit`: trace once per signature, compile the whole function, replay.
+
+The cache key is the input pytree structure, each leaf's (shape, dtype, device) -- or its Python
+type for a scalar, which is traced, so a new value does not retrace -- and the static arguments'
+values. On a miss the function is traced on placeholders (values are abstract: Python control flow
+on them raises ConcretizationError) and its outputs compiled into a CompiledGraph; on a hit the
+inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
+transform), a jitted function simply inlines into the caller's trace.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tgfn.array import Array, as_array
+from tgfn.engine.jit import CompiledGraph
+from tgfn.engine.realize import buffer_uop
+from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
+from tgfn.tree import flatten, unflatten
+
+IntOrSeq = Union[int, Sequence[int]]
+
+
+def _as_tuple(x: Any) -> tuple:
+  if x is None: return ()
+  return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+
+def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not in ("", "0")
+
+
+class _Entry:
+  def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: dict[int, Any]):
+    self.graph, self.out_tree, self.passthrough = graph, out_tree, passthrough
+
+
+class Lowered:
+  """What `jit(f).lower(*args)` returns: the compiled kernels, without running them."""
+  def __init__(self, graph: CompiledGraph): self.graph = graph
+  @property
+  def kernels(self) -> list: return self.graph.kernels
+  def as_text(self) -> str: return self.graph.source()
+
+
+class JitFunction:
+  def __init__(self, fun: Callable, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
+               donate_argnums: IntOrSeq = ()):
+    functools.update_wrapper(self, fun)
+    self.fun = fun
+    self.static_argnums = _as_tuple(static_argnums)
+    self.static_argnames = _as_tuple(static_argnames)
+    self.donate_argnums = _as_tuple(donate_argnums)
+    self._cache: dict[Any, _Entry] = {}
+    self._keys_seen: list[Any] = []
+    self.trace_count = 0
+
+  def _cache_size(self) -> int: return len(self._cache)
+  def clear_cache(self) -> None: self._cache.clear()
+
+  def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
+    n = len(args)
+    static_nums = {i % n for i in self.static_argnums if -n <= i < n}
+    static = []
+    for i in sorted(static_nums): static.append(("arg", i, args[i]))
+    for k in self.static_argnames:
+      if k in kwargs: static.append(("kwarg", k, kwargs[k]))
+    for _, name, value in static:
+      try:
+        hash(value)
+      except TypeError:
+        raise TypeError(f"jit: static argument {name!r} of {fn_name(self.fun)} must be hashable, got "
+                        f"{type(value).__name__}; pass a tuple instead of a list, or make it a traced argument") from None
+    dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+    dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+    return dyn_args, dyn_kwargs, tuple(static)
+
+  def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+    leaves, in_tree = flatten((dyn_args, dyn_kwargs))
+    # inside another transform's trace (grad, vmap, an outer jit) the function inlines into that trace
+    if any(isinstance(x, Array) and is_traced(x.uop) for x in leaves): return self.fun(*args, **kwargs)
+    arrays = [x if isinstance(x, Array) else None for x in leaves]
+    sig = tuple(_leaf_signature(x) for x in leaves)
+    key = (in_tree, sig, static)
+    entry = self._cache.get(key)
+    if entry is None: entry = self._compile(key, args, kwargs, leaves, in_tree, static)
+    inputs = [(a if a is not None else as_array(x))._value("jit argument").buffer for a, x in zip(arrays, leaves)]
+    results = entry.graph(inputs)
+    outs = [entry.passthrough[i] if i in entry.passthrough else Array(buffer_uop(b, s.shape))
+            for i, (b, s) in enumerate(zip(results, (entry.graph.slots[k] for k in entry.graph.output_slots)))]
+    return unflatten(entry.out_tree, outs)
+
+  def _trace(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any) -> tuple[list, list[Array], Any]:
+    holders = [Array(placeholder(a.shape, a.dtype, a.uop.device)) for a in map(as_array, leaves)]
+    traced_args, traced_kwargs = unflatten(in_tree, holders)
+    it = iter(traced_args)
+    static_nums = {i % len(args) for i in self.static_argnums if -len(args) <= i < len(args)}
+    full_args = [args[i] if i in static_nums else next(it) for i in range(len(args))]
+    full_kwargs = {k: (kwargs[k] if k in self.static_argnames else traced_kwargs[k]) for k in kwargs}
+    self.trace_count += 1
+    out = self.fun(*full_args, **full_kwargs)
+    outs, out_tree = flatten_outputs(out, fn_name(self.fun))
+    return holders, outs, out_tree
+
+  def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
+    if _log_compiles(): print(self._explain(key), file=sys.stderr)
+    holders, outs, out_tree = self._trace(args, kwargs, leaves, in_tree)
+    graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs])
+    # outputs that are a traced input's placeholder are that input itself
+    index = {h.uop: i for i, h in enumerate(holders)}
+    passthrough = {i: as_array(leaves[index[o.uop]]) for i, o in enumerate(outs) if o.uop in index}
+    entry = self._cache[key] = _Entry(graph, out_tree, passthrough)
+    self._keys_seen.append(key)
+    return entry
+
+  def _explain(self, key: Any) -> str:
+    tree, sig, static = key
+    head = f"tgfn.jit: compiling {fn_name(self.fun)} for signature {list(sig)}" + (f" static={static}" if static else "")
+    if not self._keys_seen: return head
+    prev_tree, prev_sig, prev_static = self._keys_seen[-1]
+    if prev_tree != tree: why = f"the input pytree changed: {prev_tree} -> {tree}"
+    elif prev_static != static: why = f"a static argument changed: {prev_static} -> {static}"
+    else:
+      diffs = [f"leaf {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(prev_sig, sig)) if a != b]
+      why = "; ".join(diffs) or "an equivalent signature was evicted"
+    return f"{head}\n  retracing because {why}"
+
+  def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+    """Trace and compile for these arguments without running; `.as_text()` shows the kernels."""
+    dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+    leaves, in_tree = flatten((dyn_args, dyn_kwargs))
+    key = (in_tree, tuple(_leaf_signature(x) for x in leaves), static)
+    entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
+    return Lowered(entry.graph)
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Any:
+    return self if obj is None else functools.partial(self, obj)
+
+
+def _leaf_signature(x: Any) -> tuple:
+  if isinstance(x, Array): return (x.shape, x.dtype.name, x.uop.device or "default")
+  if isinstance(x, (bool, int, float)): return (type(x).__name__,)
+  arr = as_array(x)
+  return (arr.shape, arr.dtype.name, "host")
+
+
+def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
+        donate_argnums: IntOrSeq = ()) -> Any:
+  """Compile `fun` (also usable as `@jit` or `@jit(static_argnums=...)`)."""
+  if fun is None:
+    return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums)
+  if not callable(fun): raise TypeError(f"jit expects a function, got {type(fun).__name__}")
+  if inspect.isclass(fun): raise TypeError("jit expects a function, got a class")
+  return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
