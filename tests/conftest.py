@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("tgfn", deadline=None, max_examples=25, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
 
 DEVICES = ["CPU", "PYTHON"]
