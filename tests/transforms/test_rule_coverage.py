@@ -1,0 +1,42 @@
+"""Every primitive op has a grad, jvp and vmap rule, or a written reason it needs none: no user should
+ever meet 'no rule for X' at run time."""
+import pytest
+
+from tgfn.transforms.grad import NO_VJP_NEEDED, VJP_RULES
+from tgfn.transforms.jvp import JVP_RULES, NO_JVP_NEEDED
+from tgfn.transforms.vmap import BATCH_RULES, NO_BATCH_RULE_NEEDED
+from tgfn.uop.ops import GroupOp, Ops
+
+# kernel- and linear-level ops never reach a transform: transforms run on tensor-level graphs only
+KERNEL_LEVEL = {Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.SINK, Ops.ENDRANGE,
+                Ops.DEFINE_ACC, Ops.ASSIGN}
+# CUSTOM nodes carry their own rules (tgfn/transforms/custom.py); every transform dispatches on them
+HANDLED_SPECIALLY = {Ops.CUSTOM}
+TENSOR_LEVEL = [op for op in Ops if op not in KERNEL_LEVEL | HANDLED_SPECIALLY]
+
+
+@pytest.mark.parametrize("op", TENSOR_LEVEL, ids=lambda op: op.name)
+def test_every_op_has_a_vjp_rule_or_a_reason(op):
+  assert (op in VJP_RULES) != (op in NO_VJP_NEEDED), f"{op}: needs exactly one of a VJP rule or a reason"
+
+
+@pytest.mark.parametrize("op", TENSOR_LEVEL, ids=lambda op: op.name)
+def test_every_op_has_a_jvp_rule_or_a_reason(op):
+  assert (op in JVP_RULES) != (op in NO_JVP_NEEDED), f"{op}: needs exactly one of a JVP rule or a reason"
+
+
+@pytest.mark.parametrize("op", TENSOR_LEVEL, ids=lambda op: op.name)
+def test_every_op_has_a_batching_rule_or_a_reason(op):
+  assert (op in BATCH_RULES) != (op in NO_BATCH_RULE_NEEDED), f"{op}: needs exactly one of a batching rule or a reason"
+
+
+def test_reasons_are_written_down():
+  for table in (NO_VJP_NEEDED, NO_JVP_NEEDED, NO_BATCH_RULE_NEEDED):
+    assert all(isinstance(reason, str) and len(reason) > 5 for reason in table.values())
+
+
+def test_non_differentiable_ops_are_only_integer_boolean_or_leaves():
+  allowed = {Ops.TRUNC, Ops.BITCAST, Ops.BUFFER, Ops.CONST, Ops.PLACEHOLDER} | (GroupOp.ALU - {
+    Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.MAX,
+    Ops.WHERE, Ops.CAST})
+  assert set(NO_VJP_NEEDED) <= allowed
