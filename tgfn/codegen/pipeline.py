@@ -1,7 +1,7 @@
 """Kernel AST -> linear program: the codegen passes, in order."""
 from __future__ import annotations
 
-from tgfn.codegen.decompositions import decompose_transcendentals
+from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
 from tgfn.renderer import Renderer
@@ -33,5 +33,6 @@ promote_halves = PatternMatcher([
 def codegen(ast: UOp, renderer: Renderer) -> list[UOp]:
   ast = graph_rewrite(ast, symbolic)
   ast = graph_rewrite(ast, promote_halves)
-  if not renderer.has_transcendentals: ast = graph_rewrite(ast, decompose_transcendentals + symbolic)
+  if not renderer.has_transcendentals or force_decomposition():
+    ast = graph_rewrite(ast, decompose_transcendentals + symbolic)
   return linearize(ast)

@@ -7,6 +7,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
+from tgfn.codegen.decompositions import force_decomposition
 from tgfn.codegen.pipeline import codegen
 from tgfn.device import Buffer, Device
 from tgfn.helpers import DEBUG, prod
@@ -39,7 +40,7 @@ class Counters:
   kernels_compiled = 0
 
 
-_compiled: dict[tuple[str, UOp], CompiledKernel] = {}
+_compiled: dict[tuple[str, UOp, bool], CompiledKernel] = {}
 # lazy node -> BUFFER node holding its value, once realized
 _realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
 
@@ -56,7 +57,8 @@ def count_flops(linear: list[UOp]) -> int:
 
 
 def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
-  key = (device, kernel.ast)
+  # TRANSCENDENTAL=2 changes what codegen emits for the same AST, so it is part of the key
+  key = (device, kernel.ast, force_decomposition())
   if key not in _compiled:
     dev = Device[device]
     if spec_enabled(): verify_kernel(kernel.ast)
