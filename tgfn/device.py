@@ -84,6 +84,9 @@ class Compiler:
     return payload
 
 
+def _same(handle: Any) -> Any: return handle
+
+
 @dataclass
 class Compiled:
   name: str
@@ -91,6 +94,8 @@ class Compiled:
   renderer: Any                          # tgfn.renderer.Renderer
   compiler: Compiler
   runtime: Callable[[str, bytes], Callable[..., None]]
+  # how a Program receives a buffer: computed once per buffer, so launching a kernel converts nothing
+  kernel_arg: Callable[[Any], Any] = _same
 
 
 class Buffer:
@@ -98,6 +103,7 @@ class Buffer:
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
     self._handle: Optional[Any] = None
+    self._arg: Optional[Any] = None
 
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
@@ -106,6 +112,12 @@ class Buffer:
   def handle(self) -> Any:
     if self._handle is None: self._handle = Device[self.device].allocator.alloc(self.nbytes)
     return self._handle
+
+  @property
+  def arg(self) -> Any:
+    """This buffer as its device's kernels take it (e.g. a raw pointer on the CPU)."""
+    if self._arg is None: self._arg = Device[self.device].kernel_arg(self.handle)
+    return self._arg
 
   def copyin(self, data: np.ndarray) -> Buffer:
     flat = np.ascontiguousarray(data).reshape(-1)  # 1-D: memoryview cannot cast a view with a 0 in its shape

@@ -11,7 +11,9 @@ from tgfn.device import Compiled, Compiler, HostAllocator
 from tgfn.renderer.cstyle import CStyleRenderer
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
-CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-shared", "-fPIC"]
+# -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
+# agreement with the op-by-op rounding of tgfn/uop/alu.py and the PYTHON reference.
+CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
 
 
 def find_c_compiler() -> str:
@@ -53,8 +55,10 @@ class CPUProgram:
     self.fxn = getattr(self._lib, name)
     self.fxn.restype = None
 
-  def __call__(self, *buffers) -> None:
-    self.fxn(*[ctypes.c_void_p(b.ctypes.data) for b in buffers])
+  def __call__(self, *pointers: int) -> None:
+    if self.fxn.argtypes is None: self.fxn.argtypes = [ctypes.c_void_p] * len(pointers)
+    self.fxn(*pointers)
 
 
-DEVICE = Compiled("CPU", HostAllocator(), CStyleRenderer(), CCompiler(), CPUProgram)
+DEVICE = Compiled("CPU", HostAllocator(), CStyleRenderer(), CCompiler(), CPUProgram,
+                  kernel_arg=lambda handle: handle.ctypes.data)

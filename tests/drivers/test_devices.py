@@ -39,7 +39,8 @@ def test_compile_errors_show_the_source():
     CCompiler().compile("this is not C")
 
 
-def test_compiled_kernels_are_cached_on_disk_and_corrupt_entries_rebuilt():
+def test_compiled_kernels_are_cached_on_disk_and_corrupt_entries_rebuilt(monkeypatch, tmp_path):
+  monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
   compiler = CCompiler()
   first = compiler.compile_cached(KERNEL_SRC)
   entries = [p for p in (cache_dir() / "kernels").rglob("*") if p.is_file()]
@@ -101,3 +102,11 @@ def test_debug_levels_print_kernels_and_source(monkeypatch, capsys):
   assert "realized 1 output(s) with 1 kernel(s)" in out
   assert "void r_3" in out and "acc" in out   # the generated C
   assert "GFLOP/s" in out                     # the per-kernel line of DEBUG=2
+
+
+def test_constant_graphs_follow_the_default_device_of_the_moment(monkeypatch):
+  assert_close(tnp.full((2,), 3.0) * 2, np.full(2, 6.0, np.float32))   # computed on the CPU
+  monkeypatch.setenv("DEV", "PYTHON")
+  again = tnp.full((2,), 3.0) * 2                                     # the same graph, now on PYTHON
+  assert again.device == "PYTHON"
+  assert_close(again + tnp.ones(2), np.full(2, 7.0, np.float32))

@@ -87,7 +87,7 @@ class CompiledGraph:
       if step.kernel is None:
         buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
       elif buffers[step.slots[0]].size:
-        step.kernel.program(*[buffers[s].handle for s in step.slots])
+        step.kernel.program(*[buffers[s].arg for s in step.slots])
         Counters.kernels_launched += 1
     return [buffers[s] for s in self.output_slots]
 

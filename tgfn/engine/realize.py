@@ -100,7 +100,7 @@ def realize(outs: list[UOp]) -> list[UOp]:
     kernel = compile_kernel(item.kernel, device)
     if out.size == 0: continue
     t0 = time.perf_counter()
-    kernel.program(*[buffers[b].handle for b in item.kernel.buffers])
+    kernel.program(*[buffers[b].arg for b in item.kernel.buffers])
     n_kernels += 1
     Counters.kernels_launched += 1
     if DEBUG() >= 2:
@@ -111,6 +111,8 @@ def realize(outs: list[UOp]) -> list[UOp]:
   results = []
   for o in outs:
     if o.op is Ops.BUFFER: results.append(o)
+    elif o.device is None:  # a constant-only graph: its device is the default of the moment, so not cached
+      results.append(buffer_uop(buffers[o], o.shape))
     else:
       results.append(_realized.setdefault(o, buffer_uop(buffers[o], o.shape)))
   return results
