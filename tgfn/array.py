@@ -26,7 +26,8 @@ ArrayLike = Union["Array", np.ndarray, Scalar, Sequence]
 
 def _bf16_bits(values: np.ndarray) -> np.ndarray:
   """Round float32 values to bfloat16 (ties to even) and return the 16-bit patterns."""
-  bits = np.ascontiguousarray(values, np.float32).view(np.uint32).astype(np.uint64)
+  # (ascontiguousarray makes 0-d input 1-d: reshape keeps the input's shape)
+  bits = np.ascontiguousarray(values, np.float32).reshape(np.shape(values)).view(np.uint32).astype(np.uint64)
   rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
   return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
 
@@ -121,7 +122,7 @@ class Array:
         import ml_dtypes
         return host.view(ml_dtypes.bfloat16)
       except ImportError:  # without ml_dtypes, bfloat16 values come back widened to float32
-        return (host.astype(np.uint32) << 16).view(np.float32)
+        return np.asarray(host.astype(np.uint32) << 16).view(np.float32)  # asarray: 0-d stays an array
     return host
 
   def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

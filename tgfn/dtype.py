@@ -21,6 +21,7 @@ class DType:
   cname: str         # the C spelling; bfloat16 is stored as its bit pattern (uint16) in memory
 
   def __repr__(self) -> str: return f"dtypes.{self.name}"
+  def _repr_pretty_(self, p: Any, cycle: bool) -> None: p.text(repr(self))  # pretty printers (hypothesis)
   def __reduce__(self): return (dtype_from_name, (self.name,))
 
   @property

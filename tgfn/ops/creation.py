@@ -16,16 +16,31 @@ __all__ = ["array", "asarray", "full", "zeros", "ones", "empty", "zeros_like", "
 
 def _shape(shape: Any) -> tuple[int, ...]:
   shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-  if any(int(n) < 0 for n in shape): raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+  if any(int(n) < 0 for n in shape):
+    raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
   return tuple(int(n) for n in shape)
 
 
 def array(data: Any, dtype: Any = None, copy: bool = True) -> Array:
+  """An Array from Python or NumPy data: float lists are float32 and int lists int32 (int64 if a value
+  needs it), NumPy arrays keep their dtype. With an integer `dtype`, Python ints must fit it."""
+  if dtype is not None: _check_python_ints_fit(data, to_dtype(dtype))
   return Array.from_data(data, dtype)
 
 
 def asarray(data: Any, dtype: Any = None) -> Array:
-  return Array.from_data(data, dtype)
+  """As `array`; an Array of the requested dtype is returned as it is."""
+  return array(data, dtype)
+
+
+def _check_python_ints_fit(data: Any, dt: DType) -> None:
+  """Python ints out of `dt`'s range are an error (as in NumPy 2 and JAX), never silently wrapped."""
+  if not dt.is_int or isinstance(data, (Array, np.ndarray, np.generic)): return
+  host = np.asarray(data)
+  if host.dtype.kind not in "iu" or not host.size: return
+  bad = next((int(v) for v in (host.min(), host.max()) if not dt.min <= int(v) <= dt.max), None)
+  if bad is not None:
+    raise OverflowError(f"Python int {bad} does not fit in {dt.name} (range {dt.min}..{dt.max})")
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
@@ -40,7 +55,8 @@ def ones(shape: Any, dtype: Any = None) -> Array: return full(shape, 1, dtype or
 def empty(shape: Any, dtype: Any = None) -> Array: return zeros(shape, dtype)
 
 
-def _like_dtype(x: Any, dtype: Any) -> DType: return to_dtype(dtype) if dtype is not None else as_array(x).dtype
+def _like_dtype(x: Any, dtype: Any) -> DType:
+  return to_dtype(dtype) if dtype is not None else as_array(x).dtype
 def zeros_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
   return full(as_array(x).shape if shape is None else shape, 0, _like_dtype(x, dtype))
 def ones_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
@@ -57,7 +73,8 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
     if isinstance(v, Array): raise TypeError(f"arange needs concrete Python numbers, got an Array for {name}")
   if step == 0: raise ValueError("arange: step must not be zero")
   dt = to_dtype(dtype) if dtype is not None else result_type(start, stop, step)
-  return Array.from_data(np.arange(start, stop, step).astype(dt.np if dt is not dtypes.bfloat16 else np.float32), dt)
+  values = np.arange(start, stop, step)
+  return Array.from_data(values.astype(dt.np if dt is not dtypes.bfloat16 else np.float32), dt)
 
 
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Array:

@@ -2,14 +2,21 @@
 
 Composites are written so their results match NumPy closely: log1p and expm1 use the classic
 correction tricks, tanh goes through expm1, integer floor division and modulo follow Python's
-sign rules on top of C's truncating primitives, and pow handles negative bases with integer exponents.
+sign rules on top of C's truncating primitives, float modulo is exact (a split product, as C's fmod),
+and pow handles negative bases with integer exponents. Composites of float16/bfloat16 inputs run in
+float32 and round once at the end, as XLA does: rounding each step to 8 or 11 bits would compound.
+Where NumPy and JAX differ, these follow JAX (bool operands of arithmetic become int32, reciprocal
+and rint of ints give floats, float x // 0 is NaN), except that integer x // 0 and x % 0 are 0.
 """
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+from typing import Any, Callable
 
-from tgfn.array import Array, as_array, promote
+import numpy as np
+
+from tgfn.array import Array, as_array, broadcast_shapes, promote
 from tgfn.dtype import dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops
 
@@ -32,12 +39,32 @@ def _float(x: Any) -> Array:
   return x.astype(float_dtype(x.dtype))
 
 
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+
+
+def _halves_in_float32(fn: Callable[[Array], Array]) -> Callable[[Any], Array]:
+  """Wrap a float composite: ints become float32, and float16/bfloat16 inputs are computed in float32
+  with one rounding of the result back to the input dtype."""
+  @functools.wraps(fn)
+  def wrapper(x: Any) -> Array:
+    x = _float(x)
+    return fn(x.astype(dtypes.float32)).astype(x.dtype) if x.dtype in _HALVES else fn(x)
+  return wrapper
+
+
+def _numeric(*xs: Any) -> list[Array]:
+  """Promote and broadcast, then turn bool into int32 (JAX's promote_args_numeric)."""
+  out = promote(*xs)
+  return [x.astype(dtypes.int32) for x in out] if out[0].dtype.is_bool else out
+
+
 def _const_like(x: Array, value: Any) -> Array: return Array.const(value, x.dtype, x.shape)
 
 
 def _no_bool(name: str, *xs: Array) -> None:
   if any(x.dtype.is_bool for x in xs):
-    raise TypeError(f"{name} does not accept bool arrays; use logical_xor/logical_not or cast with .astype(int)")
+    raise TypeError(f"{name} does not accept bool arrays; "
+                    f"use logical_xor/logical_not or cast with .astype(int)")
 
 
 # ---- arithmetic
@@ -68,9 +95,10 @@ true_divide = divide
 
 
 def floor_divide(a: Any, b: Any) -> Array:
-  a, b = promote(a, b)
-  _no_bool("floor_divide", a)
-  if a.dtype.is_float: return floor(a._alu(Ops.FDIV, b))
+  """Python's //: the quotient rounded toward -inf. Integer x // 0 is 0 (as NumPy); float x // 0 is NaN
+  (as JAX; NumPy gives +-inf). Floats use the exact remainder, so 1.0 // 0.1 is 9.0 as in NumPy."""
+  a, b = _numeric(a, b)
+  if a.dtype.is_float: return _float_divmod(a, b)[0]
   q = a._alu(Ops.IDIV, b)
   if a.dtype.is_unsigned: return q
   zero = _const_like(a, 0)
@@ -81,17 +109,60 @@ def floor_divide(a: Any, b: Any) -> Array:
 
 def mod(a: Any, b: Any) -> Array:
   """Remainder with the sign of the divisor (Python's %). x % 0 is 0 for ints and NaN for floats."""
-  a, b = promote(a, b)
-  _no_bool("mod", a)
-  if a.dtype.is_float: r = a._alu(Ops.SUB, trunc(a._alu(Ops.FDIV, b))._alu(Ops.MUL, b))
-  else: r = a._alu(Ops.MOD, b)
+  a, b = _numeric(a, b)
+  if a.dtype.is_float: return _float_divmod(a, b)[1]
+  r = a._alu(Ops.MOD, b)
   if a.dtype.is_unsigned: return r
   zero = _const_like(a, 0)
-  fix = r._alu(Ops.CMPNE, zero)._alu(Ops.AND, r._alu(Ops.CMPLT, zero)._alu(Ops.CMPNE, b._alu(Ops.CMPLT, zero)))
+  signs_differ = r._alu(Ops.CMPLT, zero)._alu(Ops.CMPNE, b._alu(Ops.CMPLT, zero))
+  fix = r._alu(Ops.CMPNE, zero)._alu(Ops.AND, signs_differ)
   return fix._alu(Ops.WHERE, r._alu(Ops.ADD, b), r)
 
 
 remainder = mod
+
+
+def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
+  """(a // b, a % b) for floats, from the exact truncated remainder, as JAX's (and NumPy's) divmod.
+  Half types are computed in float32 and rounded once."""
+  if a.dtype in _HALVES:
+    q, r = _float_divmod(a.astype(dtypes.float32), b.astype(dtypes.float32))
+    return q.astype(a.dtype), r.astype(a.dtype)
+  r = _fmod(a, b)
+  zero = _const_like(a, 0.0)
+  signs_differ = b._alu(Ops.CMPLT, zero)._alu(Ops.CMPNE, r._alu(Ops.CMPLT, zero))
+  fix = r._alu(Ops.CMPNE, zero)._alu(Ops.AND, signs_differ)
+  q = (a - r) / b
+  return round(fix._alu(Ops.WHERE, q - 1.0, q)), fix._alu(Ops.WHERE, r + b, r)
+
+
+def _fmod(a: Array, b: Array) -> Array:
+  """C's fmod: a - q*b with q = trunc(a / b), computed exactly in float64 (the product q*b is carried as
+  an unevaluated sum p + e, Dekker's two-product). Exact while |a / b| < 2**53; beyond that q itself
+  has rounded and the result is not meaningful. fmod(x, 0) and fmod(+-inf, y) are NaN, fmod(x, +-inf) = x."""
+  a64, b64 = a.astype(dtypes.float64), b.astype(dtypes.float64)
+  # a huge divisor would overflow the product split: scale both by 2^-200 (exact, as |a| >= |b| here)
+  scale = (abs(b64) > 2.0 ** 900)._alu(Ops.WHERE, _const_like(b64, 2.0 ** -200), _const_like(b64, 1.0))
+  sa, sb = a64 * scale, b64 * scale
+  q = trunc(sa / sb)
+  r = _exact_remainder(sa, sb, q)
+  # a / b may round up to the next integer; then r has the wrong sign and q is one too far from zero
+  overshoot = r._alu(Ops.CMPNE, _const_like(r, 0.0))._alu(Ops.AND, (r < 0)._alu(Ops.CMPNE, sa < 0))
+  r = overshoot._alu(Ops.WHERE, _exact_remainder(sa, sb, q - sign(q)), r) / scale
+  return (abs(a64) < abs(b64))._alu(Ops.WHERE, a64, r).astype(a.dtype)
+
+
+def _exact_remainder(a: Array, b: Array, q: Array) -> Array:
+  """a - q*b for float64 a, b and integral q with the result exactly representable, evaluated without
+  rounding: q*b = p + e exactly (Veltkamp splits into 26-bit halves), and a - p is exact (Sterbenz)."""
+  def split(x: Array) -> tuple[Array, Array]:
+    c = x * 134217729.0  # 2^27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
+  (qh, ql), (bh, bl) = split(q), split(b)
+  p = q * b
+  e = (((qh * bh - p) + qh * bl) + ql * bh) + ql * bl
+  return (a - p) - e
 
 
 def negative(x: Any) -> Array:
@@ -123,34 +194,50 @@ def sign(x: Any) -> Array:
 
 
 def square(x: Any) -> Array:
-  x = as_array(x)
+  """x * x; bool becomes int32, as JAX (NumPy keeps bool)."""
+  (x,) = _numeric(x)
   return x._alu(Ops.MUL, x)
 
 
 def reciprocal(x: Any) -> Array:
-  x = as_array(x)
-  if not x.dtype.is_float: return floor_divide(_const_like(x, 1), x)
-  return x._alu(Ops.RECIP)
+  """1 / x; ints and bools give the default float dtype, as JAX (NumPy's integer 1 // x differs)."""
+  return _float(x)._alu(Ops.RECIP)
 
 
 def power(a: Any, b: Any) -> Array:
-  """a ** b. A static Python exponent uses multiplication (exact); float powers go through exp2/log2
-  with NumPy's special cases: negative bases need integer exponents, 0 ** negative is inf."""
+  """a ** b, as JAX. A static Python exponent 0, 1, 2, 0.5 or -1 (floats) uses exact arithmetic or sqrt.
+  Float powers go through exp2/log2 (float32 for half types) with C99's special cases: x ** 0 = 1 and
+  1 ** y = 1 even for NaN, (-1) ** +-inf = 1, a negative finite base needs an integer exponent (else
+  NaN), 0 ** negative is inf. Integer powers multiply (wrapping); a negative exponent gives 0 except for
+  bases 1 and -1 (JAX leaves it implementation-defined; NumPy raises). Bools compute as int32, as JAX."""
   if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, Array):
-    if b == 0: return Array.const(1, result_type(a.dtype, b), a.shape)
-    if b == 1: return a.astype(result_type(a.dtype, b))
-    if b == 2: return square(a.astype(result_type(a.dtype, b)))
-    if b == 0.5 and a.dtype.is_float: return sqrt(a)
-    if b == -1 and a.dtype.is_float: return reciprocal(a)
-  a, b = promote(a, b)
-  if a.dtype.is_bool: raise TypeError("power does not accept bool arrays")
+    dt = result_type(a.dtype, b)
+    if b == 0: return Array.const(1, dt, a.shape)
+    if b == 1: return a.astype(dt)
+    if b == 2: return square(a.astype(dt))
+    if b == 0.5 and dt.is_float:  # sqrt, but (-inf) ** 0.5 is inf
+      a = a.astype(dt)
+      return (a == float("-inf"))._alu(Ops.WHERE, _const_like(a, float("inf")), sqrt(a))
+    if b == -1 and dt.is_float: return reciprocal(a.astype(dt))
+  a, b = _numeric(a, b)
   if not a.dtype.is_float: return _integer_power(a, b)
+  if a.dtype in _HALVES:
+    return _float_power(a.astype(dtypes.float32), b.astype(dtypes.float32)).astype(a.dtype)
+  return _float_power(a, b)
+
+
+def _float_power(a: Array, b: Array) -> Array:
   magnitude = exp2(b * log2(abs(a)))
   b_is_int = trunc(b) == b
-  b_is_odd = b_is_int & (mod(b, 2.0) == 1.0)
-  out = ((a < 0) & b_is_odd)._alu(Ops.WHERE, -magnitude, magnitude)
-  out = ((a < 0) & ~b_is_int)._alu(Ops.WHERE, _const_like(a, float("nan")), out)
-  return (b == 0)._alu(Ops.WHERE, _const_like(a, 1.0), out)
+  b_is_odd = b_is_int & (trunc(b * 0.5) * 2.0 != b)
+  negative = (a < 0) | ((a == 0) & (a._alu(Ops.RECIP) < 0))  # -0.0 counts: (-0.0) ** -1 is -inf
+  out = (negative & b_is_odd)._alu(Ops.WHERE, -magnitude, magnitude)
+  out = ((a < 0) & isfinite(a) & ~b_is_int)._alu(Ops.WHERE, _const_like(a, float("nan")), out)
+  # select the constant 1 only where the formula above does not already give it (0 * log2(0 or inf), or an
+  # inf/NaN exponent times log2(1) = 0), so the derivative keeps its path elsewhere: d/da at a == 1 is b,
+  # and d/db at b == 0 is log(a), where selecting a constant would make both 0
+  one = (((b == 0) & ~(isfinite(a) & (a != 0))) | ((a == 1) & ~isfinite(b)) | ((a == -1) & isinf(b)))
+  return one._alu(Ops.WHERE, _const_like(a, 1.0), out)
 
 
 def _integer_power(a: Array, b: Array) -> Array:
@@ -162,7 +249,7 @@ def _integer_power(a: Array, b: Array) -> Array:
     base = base * base
   if a.dtype.is_unsigned: return result
   negative_exp = b < 0
-  special = (a == 1)._alu(Ops.WHERE, _const_like(a, 1), ((a == -1)._alu(Ops.WHERE, (b & 1 == 1)._alu(
+  special = (a == 1)._alu(Ops.WHERE, _const_like(a, 1), ((a == -1)._alu(Ops.WHERE, ((b & 1) == 1)._alu(
     Ops.WHERE, _const_like(a, -1), _const_like(a, 1)), _const_like(a, 0))))
   return negative_exp._alu(Ops.WHERE, special, result)
 
@@ -190,51 +277,53 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
   if x is None or y is None:
     raise NotImplementedError("where(condition) with one argument has a data-dependent shape; "
                               "use where(condition, x, y), or np.nonzero on a NumPy copy")
-  cond = as_array(condition)
-  cond = cond.astype(dtypes.bool) if not cond.dtype.is_bool else cond
+  cond = as_array(condition).astype(dtypes.bool)
+  shape = broadcast_shapes(cond.shape, np.shape(x), np.shape(y))  # before promote, to name the input shapes
   x, y = promote(x, y)
-  cond, x, y = _broadcast3(cond, x, y)
-  return cond._alu(Ops.WHERE, x, y)
-
-
-def _broadcast3(c: Array, x: Array, y: Array) -> tuple[Array, Array, Array]:
-  from tgfn.array import broadcast_shapes
-  shape = broadcast_shapes(c.shape, x.shape, y.shape)
-  return c._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+  return cond._broadcast_to(shape)._alu(Ops.WHERE, x._broadcast_to(shape), y._broadcast_to(shape))
 
 
 # ---- exponentials and logarithms
 def exp2(x: Any) -> Array: return _float(x)._alu(Ops.EXP2)
 def log2(x: Any) -> Array: return _float(x)._alu(Ops.LOG2)
 def sqrt(x: Any) -> Array: return _float(x)._alu(Ops.SQRT)
-def rsqrt(x: Any) -> Array: return sqrt(x)._alu(Ops.RECIP)
-def cbrt(x: Any) -> Array: return power(_float(x), 1.0 / 3.0)
 
 
-def exp(x: Any) -> Array:
-  x = _float(x)
+@_halves_in_float32
+def rsqrt(x: Array) -> Array: return sqrt(x)._alu(Ops.RECIP)
+
+
+@_halves_in_float32
+def cbrt(x: Array) -> Array:
+  """The real cube root: negative for negative x (a plain x ** (1/3) would be NaN there)."""
+  return sign(x) * exp2(log2(abs(x)) * (1.0 / 3.0))
+
+
+@_halves_in_float32
+def exp(x: Array) -> Array:
   return (x * LOG2_E)._alu(Ops.EXP2)
 
 
-def log(x: Any) -> Array:
-  return _float(x)._alu(Ops.LOG2) * LN_2
+@_halves_in_float32
+def log(x: Array) -> Array: return x._alu(Ops.LOG2) * LN_2
 
 
-def log10(x: Any) -> Array: return log2(x) * math.log10(2.0)
+@_halves_in_float32
+def log10(x: Array) -> Array: return x._alu(Ops.LOG2) * math.log10(2.0)
 
 
-def log1p(x: Any) -> Array:
+@_halves_in_float32
+def log1p(x: Array) -> Array:
   """log(1 + x) accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
-  x = _float(x)
   u = x + 1.0
   d = u - 1.0
   safe_d = (d == 0)._alu(Ops.WHERE, _const_like(x, 1.0), d)
-  return (d == 0)._alu(Ops.WHERE, x, isinf(u)._alu(Ops.WHERE, u, log(u) * (x / safe_d)))
+  return (d == 0)._alu(Ops.WHERE, x, (u == float("inf"))._alu(Ops.WHERE, u, log(u) * (x / safe_d)))
 
 
-def expm1(x: Any) -> Array:
+@_halves_in_float32
+def expm1(x: Array) -> Array:
   """exp(x) - 1 accurate for tiny x: (u - 1) * x / log(u) with u = exp(x) (Kahan's trick)."""
-  x = _float(x)
   u = exp(x)
   lu = log(u)
   safe_lu = (lu == 0)._alu(Ops.WHERE, _const_like(x, 1.0), lu)
@@ -246,7 +335,10 @@ def expm1(x: Any) -> Array:
 
 # ---- trigonometric and hyperbolic
 def sin(x: Any) -> Array: return _float(x)._alu(Ops.SIN)
-def cos(x: Any) -> Array: return _cos(_float(x))
+
+
+@_halves_in_float32
+def cos(x: Array) -> Array: return _cos(x)
 
 
 def _cos(x: Array) -> Array:
@@ -254,34 +346,33 @@ def _cos(x: Array) -> Array:
   return (math.pi / 2 - abs(x))._alu(Ops.SIN)
 
 
-def tan(x: Any) -> Array:
-  x = _float(x)
-  return sin(x) / _cos(x)
+@_halves_in_float32
+def tan(x: Array) -> Array: return sin(x) / _cos(x)
 
 
-def tanh(x: Any) -> Array:
+@_halves_in_float32
+def tanh(x: Array) -> Array:
   """tanh(x) = expm1(2x) / (expm1(2x) + 2), exact near 0; saturates to +-1 for |x| > 20."""
-  x = _float(x)
   e = expm1(abs(x) * 2.0)
   t = e / (e + 2.0)
   t = (abs(x) > 20.0)._alu(Ops.WHERE, _const_like(x, 1.0), t)
   return (x < 0)._alu(Ops.WHERE, -t, t)
 
 
-def sinh(x: Any) -> Array:
-  x = _float(x)
+@_halves_in_float32
+def sinh(x: Array) -> Array:
   return (expm1(x) - expm1(-x)) * 0.5
 
 
-def cosh(x: Any) -> Array:
-  x = _float(x)
+@_halves_in_float32
+def cosh(x: Array) -> Array:
   return (exp(x) + exp(-x)) * 0.5
 
 
-def arctan(x: Any) -> Array:
+@_halves_in_float32
+def arctan(x: Array) -> Array:
   """Range-reduce to [0, tan(pi/8)] (|x| > 1: pi/2 - atan(1/|x|); > tan(pi/8): pi/4 + atan((t-1)/(t+1)))
   and evaluate an odd polynomial there."""
-  x = _float(x)
   t = abs(x)
   big = t > 1.0
   t = big._alu(Ops.WHERE, 1.0 / t, t)
@@ -319,9 +410,12 @@ def ceil(x: Any) -> Array:
 
 
 def round(x: Any, decimals: int = 0) -> Array:
-  """Round half to even, as NumPy and JAX."""
+  """Round half to even, as NumPy and JAX; ints are returned as they are. With `decimals`, as JAX:
+  round(x * 10**decimals) / 10**decimals, float16/bfloat16 computed in float32 (for decimals < 0 NumPy
+  divides by 10**-decimals instead, which can differ in the last bit)."""
   x = as_array(x)
   if not x.dtype.is_float: return x
+  if decimals and x.dtype in _HALVES: return round(x.astype(dtypes.float32), decimals).astype(x.dtype)
   if decimals:
     scale = 10.0 ** decimals
     return round(x * scale) / scale
@@ -333,7 +427,12 @@ def round(x: Any, decimals: int = 0) -> Array:
 
 
 around = round
-rint = round
+
+
+def rint(x: Any) -> Array:
+  """Round half to even; ints and bools give the default float dtype, as JAX."""
+  x = as_array(x)
+  return round(x) if x.dtype.is_float else x.astype(dtypes.default_float)
 
 
 # ---- predicates and logic
@@ -355,7 +454,8 @@ def isfinite(x: Any) -> Array:
 
 
 def _bools(*xs: Any) -> list[Array]:
-  return promote(*[as_array(x).astype(dtypes.bool) for x in xs])
+  """Promote first, then test against zero (as JAX: a weak 1e-10 next to a float16 array rounds to 0)."""
+  return [x.astype(dtypes.bool) for x in promote(*xs)]
 
 
 def logical_and(a: Any, b: Any) -> Array:
@@ -435,14 +535,18 @@ bitwise_not = invert
 
 
 def left_shift(a: Any, b: Any) -> Array:
+  """a << b. Shifting by a negative amount or by >= the bit width gives 0; bools become int32 (JAX)."""
   a, b = promote(a, b)
   _int_or_bool("left_shift", a)
+  a, b = _numeric(a, b)
   return a._alu(Ops.SHL, b)
 
 
 def right_shift(a: Any, b: Any) -> Array:
+  """a >> b, arithmetic for signed ints. Out-of-range amounts give 0, or -1 for negative a."""
   a, b = promote(a, b)
   _int_or_bool("right_shift", a)
+  a, b = _numeric(a, b)
   return a._alu(Ops.SHR, b)
 
 

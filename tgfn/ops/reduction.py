@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any, Optional
 
 from tgfn.array import Array, as_array
-from tgfn.dtype import dtypes, float_dtype, sum_dtype, to_dtype
+from tgfn.dtype import DType, dtypes, float_dtype, sum_dtype, to_dtype
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.ops.elementwise import isnan, sqrt, square, where
 from tgfn.uop.ops import Ops
@@ -52,41 +53,55 @@ def _order_reversed(x: Array) -> Array:
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
-  return _order_reversed(max(_order_reversed(as_array(x)), axis, keepdims))
+  return _order_reversed(_reduce(_order_reversed(as_array(x)), Ops.MAX, axis, keepdims, name="min"))
 
 
 amax, amin = max, min
 
 
-def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
-  x = as_array(x)
+def _work_dtype(x: Array, dtype: Any) -> tuple[DType, DType]:
+  """(result dtype, dtype to compute in) of mean/var/std: the default float for ints and bools, and
+  float32 arithmetic for float16/bfloat16, rounded once at the end (as JAX)."""
   dt = to_dtype(dtype) if dtype is not None else float_dtype(x.dtype)
+  return dt, dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+
+
+def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
+  """The arithmetic mean; NaN for an empty reduction."""
+  x = as_array(x)
+  dt, work = _work_dtype(x, dtype)
   axes = normalize_axes(axis, x.ndim)
-  count = 1
-  for a in axes: count *= x.shape[a]
-  return sum(x, axes, dtype=dt, keepdims=keepdims) / Array.const(count, dt) if count else \
-    sum(x, axes, dtype=dt, keepdims=keepdims) * float("nan")
+  count = math.prod(x.shape[a] for a in axes)
+  total = sum(x, axes, dtype=work, keepdims=keepdims)
+  return (total / count if count else total * float("nan")).astype(dt)
+
+
+def _variance(x: Array, axis: Any, ddof: int, keepdims: bool, work: DType) -> Array:
+  """sum((x - mean)^2) / (count - ddof) in `work`; a divisor <= 0 gives inf or NaN, as NumPy."""
+  x = x.astype(work)
+  axes = normalize_axes(axis, x.ndim)
+  count = math.prod(x.shape[a] for a in axes)
+  centered = x - mean(x, axes, keepdims=True)
+  return sum(square(centered), axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
 
 
 def var(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None) -> Array:
   x = as_array(x)
-  dt = to_dtype(dtype) if dtype is not None else float_dtype(x.dtype)
-  x = x.astype(dt)
-  axes = normalize_axes(axis, x.ndim)
-  count = 1
-  for a in axes: count *= x.shape[a]
-  centered = x - mean(x, axes, keepdims=True)
-  return sum(square(centered), axes, keepdims=keepdims) / Array.const(float(count - ddof) if count > ddof else 0.0, dt)
+  dt, work = _work_dtype(x, dtype)
+  return _variance(x, axis, ddof, keepdims, work).astype(dt)
 
 
 def std(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None) -> Array:
-  return sqrt(var(x, axis, ddof=ddof, keepdims=keepdims, dtype=dtype))
+  x = as_array(x)
+  dt, work = _work_dtype(x, dtype)
+  return sqrt(_variance(x, axis, ddof, keepdims, work)).astype(dt)
 
 
 def _iota_along(shape: tuple[int, ...], axis: int) -> Array:
   from tgfn.ops.creation import arange
   n = shape[axis]
-  return arange(n, dtype=dtypes.int32)._reshape(tuple(n if i == axis else 1 for i in range(len(shape))))._broadcast_to(shape)
+  column = tuple(n if i == axis else 1 for i in range(len(shape)))
+  return arange(n, dtype=dtypes.int32)._reshape(column)._broadcast_to(shape)
 
 
 def argmax(x: Any, axis: Optional[int] = None, keepdims: bool = False) -> Array:

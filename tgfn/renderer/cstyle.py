@@ -35,7 +35,9 @@ def c_const(value: object, dtype: DType) -> str:
     if dtype is dtypes.bfloat16:
       from tgfn.uop.alu import float_to_bf16_bits
       return f"((unsigned short){float_to_bf16_bits(f)})"
-    return f"((_Float16){text})" if dtype is dtypes.float16 else f"({text})"
+    # float16: convert from the double literal in one step; through a float literal it would round twice
+    if dtype is dtypes.float16: return f"((_Float16){f.hex() if math.isfinite(f) else text})"
+    return f"({text})"
   v = int(value)  # type: ignore[call-overload]
   if dtype.is_unsigned: return f"{v}ull" if dtype.itemsize == 8 else f"{v}u"
   if v == dtype.min: return f"({v + 1}{'LL' if dtype.itemsize == 8 else ''}-1)"
@@ -50,8 +52,9 @@ def c_float_to_int(x: str, dtype: DType) -> str:
 
 
 def c_cast(x: str, src: DType, dst: DType) -> str:
-  if dst.is_bool: return f"({x} != 0)"
+  # bfloat16 is held as its bits: widen first (bits 0x8000, -0.0, must still cast to False)
   if src is dtypes.bfloat16: x, src = f"tg_bf2f({x})", dtypes.float32
+  if dst.is_bool: return f"({x} != 0)"
   if dst is dtypes.bfloat16: return f"tg_f2bf((float)({x}))"
   if src.is_float and dst.is_int: return c_float_to_int(x, dst)
   return f"(({dst.cname})({x}))"

@@ -39,6 +39,10 @@ def _scalar_type(dtype: DType) -> Any:
 
 
 def cast(value: Any, src: DType, dst: DType) -> Any:
+  # a folded CONST holds a Python float: round it to its own dtype first (overflowing to inf), as C does
+  if src.is_float:
+    with np.errstate(over="ignore"):
+      value = float_to_bf16(value) if src is dtypes.bfloat16 else _scalar_type(src)(value)
   if dst.is_bool: return bool(value != 0)
   if dst.is_float:
     if src.is_bool: value = int(value)
@@ -86,6 +90,8 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple[Any, ...], src_dtypes: tuple[DTy
   if op is Ops.CAST: return cast(srcs[0], src_dtypes[0], dtype)
   if op is Ops.BITCAST: return bitcast(srcs[0], src_dtypes[0], dtype)
   if op is Ops.WHERE: return srcs[1] if srcs[0] else srcs[2]
+  if op in (Ops.CMPLT, Ops.CMPNE) and src_dtypes[0].is_float:  # folded CONSTs: compare at their precision
+    srcs = tuple(cast(s, d, d) for s, d in zip(srcs, src_dtypes))
   if op is Ops.CMPLT: return bool(srcs[0] < srcs[1])
   if op is Ops.CMPNE: return bool(srcs[0] != srcs[1])
   if dtype.is_float: return _float_alu(op, dtype, *srcs)

@@ -86,7 +86,8 @@ class UOp:
 
   def __new__(cls, op: Ops, dtype: Optional[DType] = None,
               src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, arg)
+    # -0.0 == 0.0 and they hash alike: key on the sign too, or x / -0.0 would reuse the CONST 0.0
+    key = (op, dtype, src, arg, math.copysign(1.0, arg) if type(arg) is float else None)
     try:
       if (hit := cls._cache.get(key)) is not None: return hit
     except TypeError:
