@@ -120,8 +120,8 @@ def exec_alu(op: Ops, dtype: DType, srcs: tuple[Any, ...], src_dtypes: tuple[DTy
 
 def _float_alu(op: Ops, dtype: DType, *srcs: Any) -> Any:
   t = _scalar_type(dtype)
-  v = [t(s) for s in srcs]
-  with np.errstate(all="ignore"):
+  with np.errstate(all="ignore"):  # overflow to inf and NaN results are values here, not errors
+    v = [t(s) for s in srcs]
     if op is Ops.ADD: r = v[0] + v[1]
     elif op is Ops.SUB: r = v[0] - v[1]
     elif op is Ops.MUL: r = v[0] * v[1]
