@@ -98,19 +98,26 @@ class Compiled:
   kernel_arg: Callable[[Any], Any] = _same
 
 
+DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums) and its memory now holds "
+                   "that function's result; use the result instead, or do not donate the argument")
+
+
 class Buffer:
   """`size` elements of `dtype` on `device`, allocated on first use."""
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
     self._handle: Optional[Any] = None
     self._arg: Optional[Any] = None
+    self.deleted = False
 
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
 
   @property
   def handle(self) -> Any:
-    if self._handle is None: self._handle = Device[self.device].allocator.alloc(self.nbytes)
+    if self._handle is None:
+      if self.deleted: raise RuntimeError(DONATED_MESSAGE)
+      self._handle = Device[self.device].allocator.alloc(self.nbytes)
     return self._handle
 
   @property
@@ -118,6 +125,14 @@ class Buffer:
     """This buffer as its device's kernels take it (e.g. a raw pointer on the CPU)."""
     if self._arg is None: self._arg = Device[self.device].kernel_arg(self.handle)
     return self._arg
+
+  def donate(self) -> Buffer:
+    """Hand this memory to a new Buffer (a jitted function's output) and mark this one deleted."""
+    heir = Buffer(self.device, self.size, self.dtype)
+    heir._handle, heir._arg = self.handle, self.arg
+    self._handle = self._arg = None
+    self.deleted = True
+    return heir
 
   def copyin(self, data: np.ndarray) -> Buffer:
     flat = np.ascontiguousarray(data).reshape(-1)  # 1-D: memoryview cannot cast a view with a 0 in its shape

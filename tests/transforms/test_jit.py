@@ -128,3 +128,27 @@ def test_nested_jit_inlines():
   outer = tgfn.jit(lambda x: jinner(x) + jinner(x + 1))
   assert_close(outer(tnp.array([1.0])), np.array([6.0], np.float32))
   assert jinner._cache_size() == 0 and len(inner.calls) == 2
+
+
+def test_donated_arguments_give_their_memory_to_the_result():
+  step = tgfn.jit(lambda w, g: w - 0.5 * g, donate_argnums=0)
+  w = tnp.array([1.0, 2.0, 3.0])
+  g = tnp.array([2.0, 2.0, 2.0])
+  old_memory = w.uop.buffer.arg
+  new_w = step(w, g)
+  assert_close(new_w, np.array([0.0, 1.0, 2.0], np.float32))
+  assert new_w.uop.buffer.arg == old_memory          # updated in place
+  with pytest.raises(RuntimeError, match="donated"):
+    w.numpy()
+  assert_close(g, np.full(3, 2.0, np.float32))       # not donated: untouched
+
+
+def test_donation_is_skipped_when_it_would_be_unsafe():
+  reverse = tgfn.jit(lambda w: w[::-1] * 1.0, donate_argnums=0)  # reads other elements than it writes
+  w = tnp.array([1.0, 2.0, 3.0])
+  assert_close(reverse(w), np.array([3.0, 2.0, 1.0], np.float32))
+  assert_close(w, np.array([1.0, 2.0, 3.0], np.float32))  # still usable
+  same_twice = tgfn.jit(lambda a, b: a + b, donate_argnums=(0,))
+  x = tnp.array([1.0, 2.0])
+  assert_close(same_twice(x, x), np.array([2.0, 4.0], np.float32))
+  assert_close(x, np.array([1.0, 2.0], np.float32))

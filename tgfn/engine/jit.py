@@ -2,7 +2,8 @@
 
 Slots hold, in order: the function's inputs (bound per call), buffers the function captured as
 constants, intermediates (allocated once, and shared by intermediates whose lifetimes do not
-overlap), and outputs (fresh buffers every call, so results handed to the user are never reused).
+overlap), and outputs (fresh buffers every call, so results handed to the user are never reused --
+except that an output may take over the memory of a *donated* input).
 Replaying a call is: bind inputs, allocate outputs, run the prepared (program, slots) list.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Optional, Sequence
 from tgfn.device import Buffer, Device
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernel
 from tgfn.helpers import prod
+from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp
 
@@ -20,6 +22,7 @@ from tgfn.uop.ops import Ops, UOp
 @dataclass
 class Step:
   kernel: Optional[CompiledKernel]   # None: a copy between devices
+  lowered: Optional[LoweredKernel]
   slots: tuple[int, ...]             # buffer slots of the kernel's arguments (output first)
 
 
@@ -30,12 +33,15 @@ class SlotInfo:
   dtype: Any
   shape: tuple[int, ...]
 
+  def key(self) -> tuple: return (self.device, self.dtype, self.size)
+
 
 class CompiledGraph:
-  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp]):
+  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = ()):
     self.n_inputs = len(inputs)
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
-    self.slots: list[SlotInfo] = [SlotInfo(p.device or Device.DEFAULT, prod(p.shape), p.dtype, p.shape) for p in inputs]
+    self.slots = [SlotInfo(Device.canonicalize(p.device or Device.DEFAULT), prod(p.shape), p.dtype, p.shape)
+                  for p in inputs]
     self.fixed: dict[int, Buffer] = {}   # captured constants and planned intermediates
 
     def slot(node: UOp) -> int:
@@ -50,13 +56,19 @@ class CompiledGraph:
     self.steps: list[Step] = []
     for item in create_schedule(computed):
       out_slot = slot(item.output)
-      if item.kernel is None: self.steps.append(Step(None, (out_slot, slot(item.inputs[0]))))
+      if item.kernel is None: self.steps.append(Step(None, None, (out_slot, slot(item.inputs[0]))))
       else:
         kernel = compile_kernel(item.kernel, self.slots[out_slot].device)
-        self.steps.append(Step(kernel, (out_slot,) + tuple(slot(b) for b in item.kernel.buffers[1:])))
+        self.steps.append(Step(kernel, item.kernel, (out_slot,) + tuple(slot(b) for b in item.kernel.buffers[1:])))
     self.output_slots = [slot(o) for o in outputs]
     self._plan_intermediates()
+    self.donation = self._plan_donation(set(donated))
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
+    # the launch list the replay loop walks: (program, slots) for kernels, (None, slots) for copies
+    self._launches = [(s.kernel.program if s.kernel else None, s.slots) for s in self.steps
+                      if s.kernel is None or self.slots[s.slots[0]].size]
+    self._fresh_outputs = [s for s in dict.fromkeys(self.output_slots)
+                           if s >= self.n_inputs and s not in self.fixed and s not in self.donation]
 
   def _plan_intermediates(self) -> None:
     """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size)."""
@@ -69,28 +81,53 @@ class CompiledGraph:
       out = step.slots[0]
       if out not in per_call:
         info = self.slots[out]
-        key = (info.device, info.dtype, info.size)
-        self.fixed[out] = free[key].pop() if free.get(key) else Buffer(info.device, info.size, info.dtype)
+        self.fixed[out] = free[info.key()].pop() if free.get(info.key()) else Buffer(info.device, info.size, info.dtype)
       for s in set(step.slots):
         if last_use[s] == i and s not in per_call and s in self.fixed:
-          info = self.slots[s]
-          free.setdefault((info.device, info.dtype, info.size), []).append(self.fixed[s])
+          free.setdefault(self.slots[s].key(), []).append(self.fixed[s])
+
+  def _plan_donation(self, donated: set[int]) -> dict[int, int]:
+    """output slot -> donated input slot whose memory it may take. Safe when no later step reads the
+    input, and the producing kernel reads it, if at all, only at the element it writes."""
+    last_read: dict[int, int] = {}
+    for k, step in enumerate(self.steps):
+      for s in step.slots[1:]: last_read[s] = k
+    plan: dict[int, int] = {}
+    for k, step in enumerate(self.steps):
+      out = step.slots[0]
+      if out not in self.output_slots or out in self.fixed or step.kernel is None: continue
+      for i in sorted(donated - set(plan.values())):
+        if self.slots[i].key() == self.slots[out].key() and last_read.get(i, -1) <= k and \
+            self._reads_only_in_place(step, i):
+          plan[out] = i
+          break
+    return plan
+
+  @staticmethod
+  def _reads_only_in_place(step: Step, input_slot: int) -> bool:
+    if input_slot not in step.slots[1:]: return True
+    position = step.slots.index(input_slot)
+    store = step.lowered.ast.src[0]
+    loads = [u for u in step.lowered.ast.toposort() if u.op is Ops.LOAD and u.src[0].arg == position]
+    return all(len(u.src) == 2 and u.src[1] is store.src[1] for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer]) -> list[Buffer]:
-    buffers: list[Optional[Buffer]] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
+    buffers: list[Any] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
     for s, buf in self.fixed.items(): buffers[s] = buf
-    for s in self.output_slots:
-      if buffers[s] is None:
-        info = self.slots[s]
-        buffers[s] = Buffer(info.device, info.size, info.dtype)
-    for step in self.steps:
-      if step.kernel is None:
-        buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
-      elif buffers[step.slots[0]].size:
-        step.kernel.program(*[buffers[s].arg for s in step.slots])
-        Counters.kernels_launched += 1
+    for s in self._fresh_outputs:
+      info = self.slots[s]
+      buffers[s] = Buffer(info.device, info.size, info.dtype)
+    for out, i in self.donation.items():
+      donor = buffers[i]
+      # a buffer passed in two argument positions cannot be given away: fall back to fresh memory
+      if sum(b is donor for b in inputs) > 1: buffers[out] = Buffer(donor.device, donor.size, donor.dtype)
+      else: buffers[out] = buffers[i] = donor.donate()
+    args = [b.arg if b is not None else None for b in buffers]
+    for program, slots in self._launches:
+      if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
+      else: program(*[args[s] for s in slots])
+    Counters.kernels_launched += len(self._launches)
     return [buffers[s] for s in self.output_slots]
 
   def source(self) -> str:
     return "\n".join(f"// kernel {k.name} on {k.device}\n{k.source}" for k in self.kernels)
-

@@ -29,8 +29,8 @@ class CompiledKernel:
 
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key)."""
-  u = UOp(Ops.BUFFER, buffer.dtype, (), (unique_id(), buffer.device, tuple(shape)))
-  u.buffer = buffer
+  u = UOp.unique(Ops.BUFFER, buffer.dtype, (unique_id(), buffer.device, tuple(shape)))
+  object.__setattr__(u, "buffer", buffer)
   return u
 
 

@@ -16,10 +16,13 @@ import sys
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tgfn.array import Array, as_array
+from tgfn.device import Device
+from tgfn.dtype import result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
+from tgfn.uop.ops import Ops
 
 IntOrSeq = Union[int, Sequence[int]]
 
@@ -33,8 +36,10 @@ def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not
 
 
 class _Entry:
-  def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: dict[int, Any]):
-    self.graph, self.out_tree, self.passthrough = graph, out_tree, passthrough
+  def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: list[Optional[int]]):
+    self.graph, self.out_tree = graph, out_tree
+    self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
+    self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
 
 
 class Lowered:
@@ -61,6 +66,7 @@ class JitFunction:
   def clear_cache(self) -> None: self._cache.clear()
 
   def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
+    if not (kwargs or self.static_argnums or self.static_argnames): return args, kwargs, ()
     n = len(args)
     static_nums = {i % n for i in self.static_argnums if -n <= i < n}
     static = []
@@ -80,17 +86,16 @@ class JitFunction:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
+    bound = _bind_leaves(leaves)
     # inside another transform's trace (grad, vmap, an outer jit) the function inlines into that trace
-    if any(isinstance(x, Array) and is_traced(x.uop) for x in leaves): return self.fun(*args, **kwargs)
-    arrays = [x if isinstance(x, Array) else None for x in leaves]
-    sig = tuple(_leaf_signature(x) for x in leaves)
+    if bound is None: return self.fun(*args, **kwargs)
+    sig, inputs = bound
     key = (in_tree, sig, static)
     entry = self._cache.get(key)
     if entry is None: entry = self._compile(key, args, kwargs, leaves, in_tree, static)
-    inputs = [(a if a is not None else as_array(x))._value("jit argument").buffer for a, x in zip(arrays, leaves)]
     results = entry.graph(inputs)
-    outs = [entry.passthrough[i] if i in entry.passthrough else Array(buffer_uop(b, s.shape))
-            for i, (b, s) in enumerate(zip(results, (entry.graph.slots[k] for k in entry.graph.output_slots)))]
+    outs = [Array(buffer_uop(b, shape)) if j is None else as_array(leaves[j])
+            for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
     return unflatten(entry.out_tree, outs)
 
   def _trace(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any) -> tuple[list, list[Array], Any]:
@@ -108,13 +113,26 @@ class JitFunction:
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
     holders, outs, out_tree = self._trace(args, kwargs, leaves, in_tree)
-    graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs])
-    # outputs that are a traced input's placeholder are that input itself
+    graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs], self._donated_leaves(args))
+    # an output that is a traced input's placeholder is that input itself: keep the input's position (not
+    # this call's value), so every later call returns its own argument
     index = {h.uop: i for i, h in enumerate(holders)}
-    passthrough = {i: as_array(leaves[index[o.uop]]) for i, o in enumerate(outs) if o.uop in index}
-    entry = self._cache[key] = _Entry(graph, out_tree, passthrough)
+    entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs])
     self._keys_seen.append(key)
     return entry
+
+  def _donated_leaves(self, args: tuple) -> list[int]:
+    """Indices (among the flattened traced inputs) of the leaves of the donated positional arguments."""
+    n = len(args)
+    static_nums = {i % n for i in self.static_argnums if -n <= i < n}
+    donated_nums = {i % n for i in self.donate_argnums if -n <= i < n}
+    out, position = [], 0
+    for i in range(n):
+      if i in static_nums: continue
+      count = len(flatten(args[i])[0])
+      if i in donated_nums: out.extend(range(position, position + count))
+      position += count
+    return out
 
   def _explain(self, key: Any) -> str:
     tree, sig, static = key
@@ -132,7 +150,9 @@ class JitFunction:
     """Trace and compile for these arguments without running; `.as_text()` shows the kernels."""
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
-    key = (in_tree, tuple(_leaf_signature(x) for x in leaves), static)
+    bound = _bind_leaves(leaves, compute=False)
+    if bound is None: raise TypeError("jit(...).lower needs concrete arguments, got traced values")
+    key = (in_tree, bound[0], static)
     entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
     return Lowered(entry.graph)
 
@@ -140,11 +160,26 @@ class JitFunction:
     return self if obj is None else functools.partial(self, obj)
 
 
-def _leaf_signature(x: Any) -> tuple:
-  if isinstance(x, Array): return (x.shape, x.dtype.name, x.uop.device or "default")
-  if isinstance(x, (bool, int, float)): return (type(x).__name__,)
-  arr = as_array(x)
-  return (arr.shape, arr.dtype.name, "host")
+def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, list]]:
+  """(cache-key signature, input buffers) for the flattened arguments, in one pass; None if any is
+  traced. A Python scalar's signature is its type (its value is traced, so a new value does not
+  retrace); an array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
+  sig, buffers = [], []
+  for x in leaves:
+    if isinstance(x, Array):
+      u = x.uop
+      if u.op is not Ops.BUFFER:
+        if is_traced(u): return None
+        if not compute:
+          sig.append((x.shape, x.dtype.name, Device.canonicalize(u.device or Device.DEFAULT)))
+          continue
+        u = x._value("jit argument")
+      sig.append((u.arg[2], u.dtype.name, u.arg[1]))
+    else:  # a Python scalar or host data: copied in directly, no kernel
+      u = Array.from_data(x, result_type(x) if isinstance(x, (bool, int, float)) else None).uop
+      sig.append((type(x).__name__, u.arg[1]) if type(x) in (int, float) else (u.arg[2], u.dtype.name, u.arg[1]))
+    buffers.append(u.buffer)
+  return tuple(sig), buffers
 
 
 def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),

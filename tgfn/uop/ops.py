@@ -100,6 +100,17 @@ class UOp:
     cls._cache[key] = self
     return self
 
+  @classmethod
+  def unique(cls, op: Ops, dtype: DType, arg: Any) -> UOp:
+    """A source node whose arg carries a fresh unique id (a BUFFER): it can never be built twice, so it
+    skips the hash-consing table -- this keeps returning a jitted result cheap."""
+    self = object.__new__(cls)
+    object.__setattr__(self, "op", op)
+    object.__setattr__(self, "dtype", dtype)
+    object.__setattr__(self, "src", ())
+    object.__setattr__(self, "arg", arg)
+    return self
+
   def __setattr__(self, name: str, value: Any) -> None:
     if name in ("op", "dtype", "src", "arg"): raise AttributeError("UOps are immutable")
     object.__setattr__(self, name, value)
