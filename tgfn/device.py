@@ -1,7 +1,7 @@
 """The device contract: what a driver in `tgfn_drivers/` provides, and the registry that finds it.
 
 A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
-  allocator  alloc(nbytes) / copyin(handle, bytes) / copyout(handle) -> bytes
+  allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
   runtime    Program class: Program(name, binary)(*buffer handles) runs the kernel
@@ -26,8 +26,10 @@ from tgfn.dtype import DType
 
 class Allocator:
   def alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def free(self, handle: Any) -> None:
+    """Release memory; the default leaves it to the garbage collector (e.g. NumPy-held memory)."""
   def copyin(self, handle: Any, data: memoryview) -> None: raise NotImplementedError
-  def copyout(self, handle: Any) -> bytes: raise NotImplementedError
+  def copyout(self, handle: Any, nbytes: int) -> bytes: raise NotImplementedError
 
 
 class HostAllocator(Allocator):
@@ -37,7 +39,7 @@ class HostAllocator(Allocator):
     start = -raw.ctypes.data % 64
     return raw[start:start + nbytes]
   def copyin(self, handle: np.ndarray, data: memoryview) -> None: handle[:] = np.frombuffer(data, np.uint8)
-  def copyout(self, handle: np.ndarray) -> bytes: return handle.tobytes()
+  def copyout(self, handle: np.ndarray, nbytes: int) -> bytes: return handle.tobytes()
 
 
 def cache_dir() -> Path:
@@ -104,10 +106,13 @@ DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums)
 
 class Buffer:
   """`size` elements of `dtype` on `device`, allocated on first use."""
+  __slots__ = ("device", "size", "dtype", "_handle", "_arg", "_allocator", "deleted")
+
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
     self._handle: Optional[Any] = None
     self._arg: Optional[Any] = None
+    self._allocator: Optional[Allocator] = None  # set with the handle: who frees it
     self.deleted = False
 
   @property
@@ -117,7 +122,8 @@ class Buffer:
   def handle(self) -> Any:
     if self._handle is None:
       if self.deleted: raise RuntimeError(DONATED_MESSAGE)
-      self._handle = Device[self.device].allocator.alloc(self.nbytes)
+      self._allocator = Device[self.device].allocator
+      self._handle = self._allocator.alloc(self.nbytes)
     return self._handle
 
   @property
@@ -126,10 +132,23 @@ class Buffer:
     if self._arg is None: self._arg = Device[self.device].kernel_arg(self.handle)
     return self._arg
 
+  def __del__(self) -> None:
+    if self._handle is not None: self._allocator.free(self._handle)
+
+  @classmethod
+  def allocated(cls, device: str, size: int, dtype: DType, allocator: Allocator,
+                kernel_arg: Callable[[Any], Any]) -> Buffer:
+    """A buffer allocated now through an allocator the caller already looked up (the jit replay path)."""
+    buf = cls.__new__(cls)
+    buf.device, buf.size, buf.dtype, buf._allocator, buf.deleted = device, size, dtype, allocator, False
+    buf._handle = allocator.alloc(size * dtype.itemsize)
+    buf._arg = kernel_arg(buf._handle)
+    return buf
+
   def donate(self) -> Buffer:
     """Hand this memory to a new Buffer (a jitted function's output) and mark this one deleted."""
     heir = Buffer(self.device, self.size, self.dtype)
-    heir._handle, heir._arg = self.handle, self.arg
+    heir._handle, heir._arg, heir._allocator = self.handle, self.arg, self._allocator
     self._handle = self._arg = None
     self.deleted = True
     return heir
@@ -141,7 +160,7 @@ class Buffer:
 
   def numpy(self) -> np.ndarray:
     """A fresh host copy of the contents, as a 1-D NumPy array (bfloat16 as its uint16 bits)."""
-    return np.frombuffer(Device[self.device].allocator.copyout(self.handle), self.dtype.np).copy()
+    return np.frombuffer(Device[self.device].allocator.copyout(self.handle, self.nbytes), self.dtype.np).copy()
 
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} x {self.dtype.name}>"
 
@@ -164,6 +183,7 @@ class _DeviceRegistry:
     return base
 
   def __getitem__(self, name: str) -> Compiled:
+    if (hit := self._loaded.get(name)) is not None: return hit  # the common case: a canonical name
     name = self.canonicalize(name)
     if name not in self._loaded:
       self._loaded[name] = importlib.import_module(f"tgfn_drivers.{name.lower()}").DEVICE

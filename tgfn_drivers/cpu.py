@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import tempfile
 
-from tgfn.device import Compiled, Compiler, HostAllocator
+import numpy as np
+
+from tgfn.device import Allocator, Compiled, Compiler
 from tgfn.renderer.cstyle import CStyleRenderer
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
@@ -46,6 +48,46 @@ class CCompiler(Compiler):
       with open(out, "rb") as f: return f.read()
 
 
+_libc = ctypes.CDLL(None)
+_libc.aligned_alloc.restype, _libc.aligned_alloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.restype, _libc.free.argtypes = None, [ctypes.c_void_p]
+
+
+class MallocAllocator(Allocator):
+  """Host memory from the C allocator, 64-byte aligned; the handle is the raw address kernels take.
+  Freed blocks up to 1 MiB are kept in per-size free lists (64 MiB at most), because a jitted call
+  allocates its outputs every time and reusing a block is much cheaper than asking C for one."""
+  POOL_LIMIT, POOLED_BLOCK = 64 << 20, 1 << 20
+
+  def __init__(self) -> None:
+    self._free: dict[int, list[int]] = {}
+    self._size: dict[int, int] = {}
+    self._pooled_bytes = 0
+
+  def alloc(self, nbytes: int) -> int:
+    size = max(64, (nbytes + 63) // 64 * 64)
+    blocks = self._free.get(size)
+    if blocks:
+      self._pooled_bytes -= size
+      return blocks.pop()
+    ptr = _libc.aligned_alloc(64, size)
+    if not ptr: raise MemoryError(f"could not allocate {nbytes} bytes on the CPU")
+    self._size[ptr] = size
+    return ptr
+
+  def free(self, handle: int) -> None:
+    size = self._size[handle]
+    if size <= self.POOLED_BLOCK and self._pooled_bytes + size <= self.POOL_LIMIT:
+      self._free.setdefault(size, []).append(handle)
+      self._pooled_bytes += size
+    else:
+      del self._size[handle]
+      _libc.free(handle)
+  def copyin(self, handle: int, data: memoryview) -> None:
+    if data.nbytes: ctypes.memmove(handle, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
+  def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)
+
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
     with tempfile.NamedTemporaryFile(prefix="tgfn-", suffix=".so") as f:
@@ -60,5 +102,4 @@ class CPUProgram:
     self.fxn(*pointers)
 
 
-DEVICE = Compiled("CPU", HostAllocator(), CStyleRenderer(), CCompiler(), CPUProgram,
-                  kernel_arg=lambda handle: handle.ctypes.data)
+DEVICE = Compiled("CPU", MallocAllocator(), CStyleRenderer(), CCompiler(), CPUProgram)

@@ -67,8 +67,16 @@ class CompiledGraph:
     # the launch list the replay loop walks: (program, slots) for kernels, (None, slots) for copies
     self._launches = [(s.kernel.program if s.kernel else None, s.slots) for s in self.steps
                       if s.kernel is None or self.slots[s.slots[0]].size]
-    self._fresh_outputs = [s for s in dict.fromkeys(self.output_slots)
-                           if s >= self.n_inputs and s not in self.fixed and s not in self.donation]
+    # per fresh output: what allocating it needs, looked up once here rather than on every call
+    self._plain = not self.donation and all(program is not None for program, _ in self._launches)
+    self._buffer_template: list[Any] = [None] * len(self.slots)
+    for slot, buf in self.fixed.items(): self._buffer_template[slot] = buf
+    self._arg_template = [b.arg if b is not None else None for b in self._buffer_template]
+    self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
+                            Device[info.device].kernel_arg)
+                           for s in dict.fromkeys(self.output_slots)
+                           if s >= self.n_inputs and s not in self.fixed and s not in self.donation
+                           for info in (self.slots[s],)]
 
   def _plan_intermediates(self) -> None:
     """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size)."""
@@ -112,11 +120,11 @@ class CompiledGraph:
     return all(len(u.src) == 2 and u.src[1] is store.src[1] for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer]) -> list[Buffer]:
+    if self._plain: return self._replay(inputs)
     buffers: list[Any] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
     for s, buf in self.fixed.items(): buffers[s] = buf
-    for s in self._fresh_outputs:
-      info = self.slots[s]
-      buffers[s] = Buffer(info.device, info.size, info.dtype)
+    for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
+      buffers[s] = Buffer.allocated(device, size, dtype, allocator, kernel_arg)
     for out, i in self.donation.items():
       donor = buffers[i]
       # a buffer passed in two argument positions cannot be given away: fall back to fresh memory
@@ -126,6 +134,21 @@ class CompiledGraph:
     for program, slots in self._launches:
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
       else: program(*[args[s] for s in slots])
+    Counters.kernels_launched += len(self._launches)
+    return [buffers[s] for s in self.output_slots]
+
+  def _replay(self, inputs: Sequence[Buffer]) -> list[Buffer]:
+    """The common case, kernels only and no donation: a copy of the prepared argument list, inputs and
+    fresh outputs filled in, and the launches."""
+    args = self._arg_template.copy()
+    buffers = self._buffer_template.copy()
+    for i, buf in enumerate(inputs):
+      args[i] = buf.arg
+      buffers[i] = buf
+    for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
+      buf = buffers[s] = Buffer.allocated(device, size, dtype, allocator, kernel_arg)
+      args[s] = buf._arg
+    for program, slots in self._launches: program(*[args[s] for s in slots])
     Counters.kernels_launched += len(self._launches)
     return [buffers[s] for s in self.output_slots]
 

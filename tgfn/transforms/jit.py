@@ -40,6 +40,7 @@ class _Entry:
     self.graph, self.out_tree = graph, out_tree
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
+    self.single_output = out_tree == flatten(0)[1] and passthrough == [None]
 
 
 class Lowered:
@@ -59,11 +60,14 @@ class JitFunction:
     self.static_argnames = _as_tuple(static_argnames)
     self.donate_argnums = _as_tuple(donate_argnums)
     self._cache: dict[Any, _Entry] = {}
+    self._flat_cache: dict[tuple, _Entry] = {}  # the same entries, keyed for calls with only Array arguments
     self._keys_seen: list[Any] = []
     self.trace_count = 0
 
   def _cache_size(self) -> int: return len(self._cache)
-  def clear_cache(self) -> None: self._cache.clear()
+  def clear_cache(self) -> None:
+    self._cache.clear()
+    self._flat_cache.clear()
 
   def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
     if not (kwargs or self.static_argnums or self.static_argnames): return args, kwargs, ()
@@ -84,6 +88,15 @@ class JitFunction:
     return dyn_args, dyn_kwargs, tuple(static)
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    if not kwargs:  # fast path: every argument an already-computed Array, a signature seen before
+      sig, inputs = [], []
+      for a in args:
+        if type(a) is not Array or (u := a.uop).op is not Ops.BUFFER: break
+        sig.append((u.arg[2], u.dtype.name, u.arg[1]))
+        inputs.append(u.buffer)
+      else:
+        entry = self._flat_cache.get(tuple(sig))
+        if entry is not None: return self._run(entry, inputs, args)
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
     bound = _bind_leaves(leaves)
@@ -92,8 +105,15 @@ class JitFunction:
     sig, inputs = bound
     key = (in_tree, sig, static)
     entry = self._cache.get(key)
-    if entry is None: entry = self._compile(key, args, kwargs, leaves, in_tree, static)
+    if entry is None:
+      entry = self._compile(key, args, kwargs, leaves, in_tree, static)
+      if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]: self._flat_cache[sig] = entry
+    return self._run(entry, inputs, leaves)
+
+  @staticmethod
+  def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     results = entry.graph(inputs)
+    if entry.single_output: return Array(buffer_uop(results[0], entry.out_shapes[0]))
     outs = [Array(buffer_uop(b, shape)) if j is None else as_array(leaves[j])
             for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
     return unflatten(entry.out_tree, outs)
