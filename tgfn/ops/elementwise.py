@@ -506,22 +506,19 @@ def _int_or_bool(name: str, *xs: Array) -> None:
     if x.dtype.is_float: raise TypeError(f"{name} needs integer or bool arrays, got {x.dtype.name}")
 
 
-def bitwise_and(a: Any, b: Any) -> Array:
-  a, b = promote(a, b)
-  _int_or_bool("bitwise_and", a)
-  return a._alu(Ops.AND, b)
+def _bitwise(name: str, op: Ops) -> Callable[[Any, Any], Array]:
+  def fn(a: Any, b: Any) -> Array:
+    a, b = promote(a, b)
+    _int_or_bool(name, a)
+    return a._alu(op, b)
+  fn.__name__ = fn.__qualname__ = name
+  fn.__doc__ = f"Elementwise {name.split('_')[1]} of integer or bool arrays (bools stay bool)."
+  return fn
 
 
-def bitwise_or(a: Any, b: Any) -> Array:
-  a, b = promote(a, b)
-  _int_or_bool("bitwise_or", a)
-  return a._alu(Ops.OR, b)
-
-
-def bitwise_xor(a: Any, b: Any) -> Array:
-  a, b = promote(a, b)
-  _int_or_bool("bitwise_xor", a)
-  return a._alu(Ops.XOR, b)
+bitwise_and = _bitwise("bitwise_and", Ops.AND)
+bitwise_or = _bitwise("bitwise_or", Ops.OR)
+bitwise_xor = _bitwise("bitwise_xor", Ops.XOR)
 
 
 def invert(x: Any) -> Array:

@@ -218,19 +218,19 @@ def _std_basis(x: Array) -> Array:
   return tnp.eye(x.size, dtype=x.dtype)._reshape((x.size,) + x.shape)
 
 
+def _only_argument(f: Callable, args: tuple, argnums: int, name: str) -> tuple[Array, Callable]:
+  """args[argnums] as an Array, and f as a function of that argument alone."""
+  _check_float_inputs(name, args, (argnums,))
+  return as_array(args[argnums]), lambda v: f(*args[:argnums], v, *args[argnums + 1:])
+
+
 def jacfwd(f: Callable, argnums: int = 0) -> Callable:
   """Jacobian by forward mode: vmap of jvp over the standard basis of the input.
   Result shape: output shape + input shape."""
   @functools.wraps(f)
   def jac(*args: Any) -> Any:
-    x = as_array(args[argnums])
-    _check_float_inputs("jacfwd", args, (argnums,))
-
-    def pushforward(tangent: Array) -> Any:
-      full = list(args)
-      return jvp(lambda v: f(*full[:argnums], v, *full[argnums + 1:]), (x,), (tangent,))[1]
-
-    columns = vmap(pushforward)(_std_basis(x))
+    x, f_of_x = _only_argument(f, args, argnums, "jacfwd")
+    columns = vmap(lambda tangent: jvp(f_of_x, (x,), (tangent,))[1])(_std_basis(x))
     leaves, tree = flatten(columns)
     return unflatten(tree, [_move_axis(c, 0, c.ndim - 1)._reshape(c.shape[1:] + x.shape) if x.ndim else
                             c._reshape(c.shape[1:]) for c in leaves])
@@ -242,10 +242,8 @@ def jacrev(f: Callable, argnums: int = 0) -> Callable:
   Result shape: output shape + input shape."""
   @functools.wraps(f)
   def jac(*args: Any) -> Any:
-    x = as_array(args[argnums])
-    _check_float_inputs("jacrev", args, (argnums,))
-    full = list(args)
-    out, pullback = vjp(lambda v: f(*full[:argnums], v, *full[argnums + 1:]), x)
+    x, f_of_x = _only_argument(f, args, argnums, "jacrev")
+    out, pullback = vjp(f_of_x, x)
     if not isinstance(out, Array): raise TypeError("jacrev supports functions returning a single array")
     rows = vmap(lambda ct: pullback(ct)[0])(_std_basis(out))
     return rows._reshape(out.shape + x.shape)
