@@ -33,10 +33,14 @@ def _random_like(tree: Any, rng: np.random.Generator) -> Any:
 
 
 def _axpy(a: float, xs: Any, ys: Any) -> Any:
-  """ys + a * xs, leaf-wise."""
+  """ys + a * xs, leaf-wise, computed on the host: f then runs on plain inputs, so the +eps and -eps
+  evaluations share f's compiled kernels instead of each baking its own constant into one."""
   x_leaves, treedef = flatten(xs)
-  return unflatten(treedef, [as_array(y) + a * as_array(x).astype(as_array(y).dtype)
-                             for x, y in zip(x_leaves, flatten(ys)[0])])
+  out = []
+  for x, y in zip(x_leaves, flatten(ys)[0]):
+    y = as_array(y)
+    out.append(Array.from_data(np.asarray(y) + a * np.asarray(x).astype(np.asarray(y).dtype), y.dtype, y.device))
+  return unflatten(treedef, out)
 
 
 def _vdot(xs: Any, ys: Any) -> float:

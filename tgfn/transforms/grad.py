@@ -118,8 +118,11 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
   topo = toposort(list(outputs))
   targets = set(wrt)
   on_path: set[UOp] = set()
-  for node in topo:  # nodes that depend on some `wrt` node through differentiable values
-    if node in targets or (_differentiable(node) and any(s in on_path for s in node.src)): on_path.add(node)
+  # nodes that depend on some `wrt` node through differentiable values; an op of NO_VJP_NEEDED (a float
+  # TRUNC inside floor/round/mod) has a zero derivative, so the path stops there instead of raising
+  for node in topo:
+    if node in targets or (_differentiable(node) and node.op not in NO_VJP_NEEDED
+                           and any(s in on_path for s in node.src)): on_path.add(node)
   grads: dict[UOp, Array] = {}
 
   def accumulate(node: UOp, ct: Optional[Array]) -> None:

@@ -112,6 +112,7 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
   custom_results: dict = {}  # a custom JVP rule runs once per call, for all of its outputs
   for node in toposort(list(outputs)):
     if node in known or not (node.dtype is not None and node.dtype.is_float): continue
+    if node.op in NO_JVP_NEEDED: continue  # zero derivative (a float TRUNC): its tangent is zero
     src_tangents = [known.get(s) for s in node.src]
     if all(t is None for t in src_tangents): continue
     if node.op is Ops.CUSTOM:
