@@ -152,3 +152,18 @@ def test_donation_is_skipped_when_it_would_be_unsafe():
   x = tnp.array([1.0, 2.0])
   assert_close(same_twice(x, x), np.array([2.0, 4.0], np.float32))
   assert_close(x, np.array([1.0, 2.0], np.float32))
+
+
+def test_a_dropped_result_is_recycled_but_a_held_one_never_changes():
+  double = tgfn.jit(lambda v: v * 2)
+  one, two = tnp.array([1.0, 1.0]), tnp.array([2.0, 2.0])
+  held = double(one)
+  lazy = double(one) * 10          # the Array is dropped, but a lazy graph still reads its buffer
+  other = double(two)
+  assert_close(held, np.full(2, 2.0, np.float32))
+  assert_close(lazy, np.full(2, 20.0, np.float32))
+  assert_close(other, np.full(2, 4.0, np.float32))
+  first_id = id(double(one))       # dropped at once: the next call may recycle it
+  recycled = double(two)
+  assert id(recycled) == first_id
+  assert_close(recycled, np.full(2, 4.0, np.float32))

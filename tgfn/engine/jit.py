@@ -9,7 +9,7 @@ Replaying a call is: bind inputs, allocate outputs, run the prepared (program, s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernel
@@ -68,15 +68,14 @@ class CompiledGraph:
     self._launches = [(s.kernel.program if s.kernel else None, s.slots) for s in self.steps
                       if s.kernel is None or self.slots[s.slots[0]].size]
     # per fresh output: what allocating it needs, looked up once here rather than on every call
-    self._plain = not self.donation and all(program is not None for program, _ in self._launches)
-    self._buffer_template: list[Any] = [None] * len(self.slots)
-    for slot, buf in self.fixed.items(): self._buffer_template[slot] = buf
-    self._arg_template = [b.arg if b is not None else None for b in self._buffer_template]
     self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
                             Device[info.device].kernel_arg)
                            for s in dict.fromkeys(self.output_slots)
                            if s >= self.n_inputs and s not in self.fixed and s not in self.donation
                            for info in (self.slots[s],)]
+    self._n_launches = len(self._launches)
+    plain = not self.donation and all(program is not None for program, _ in self._launches)
+    self._replay = self._make_replay() if plain else None
 
   def _plan_intermediates(self) -> None:
     """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size)."""
@@ -120,7 +119,9 @@ class CompiledGraph:
     return all(len(u.src) == 2 and u.src[1] is store.src[1] for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer]) -> list[Buffer]:
-    if self._plain: return self._replay(inputs)
+    if self._replay is not None:
+      Counters.kernels_launched += self._n_launches
+      return self._replay(inputs)
     buffers: list[Any] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
     for s, buf in self.fixed.items(): buffers[s] = buf
     for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
@@ -137,20 +138,37 @@ class CompiledGraph:
     Counters.kernels_launched += len(self._launches)
     return [buffers[s] for s in self.output_slots]
 
-  def _replay(self, inputs: Sequence[Buffer]) -> list[Buffer]:
-    """The common case, kernels only and no donation: a copy of the prepared argument list, inputs and
-    fresh outputs filled in, and the launches."""
-    args = self._arg_template.copy()
-    buffers = self._buffer_template.copy()
-    for i, buf in enumerate(inputs):
-      args[i] = buf.arg
-      buffers[i] = buf
+  def _make_replay(self) -> Callable[[Sequence[Buffer]], list[Buffer]]:
+    """The common case (kernels only, no donation) as one straight-line Python function, generated
+    once: read the input pointers, allocate the outputs, call each kernel, return the outputs. No
+    loops, lists or lookups are left on the per-call path."""
+    env: dict[str, Any] = {"allocated": Buffer.allocated}
+    lines = ["def replay(inputs, reuse=None):"]
+    lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}.arg" for i in range(self.n_inputs)]
+    for s, buf in self.fixed.items(): env[f"b{s}"], env[f"a{s}"] = buf, buf.arg
+    lines.append("  if reuse is None:")
     for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
-      buf = buffers[s] = Buffer.allocated(device, size, dtype, allocator, kernel_arg)
-      args[s] = buf._arg
-    for program, slots in self._launches: program(*[args[s] for s in slots])
-    Counters.kernels_launched += len(self._launches)
-    return [buffers[s] for s in self.output_slots]
+      env[f"spec{s}"] = (device, size, dtype, allocator, kernel_arg)
+      lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")
+    lines.append("  else:")
+    lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
+    lines.append("    pass")
+    for k, (program, slots) in enumerate(self._launches):
+      env[f"p{k}"] = program
+      lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
+    lines.append(f"  return [{', '.join(f'b{s}' for s in self.output_slots)}]")
+    exec("\n".join(lines), env)  # our own generated code, built from slot numbers only
+    return env["replay"]
+
+  @property
+  def can_reuse_outputs(self) -> bool:
+    """One fresh output buffer and nothing else returned: the case where recycling it is simple."""
+    return self._replay is not None and len(self._fresh_outputs) == 1 and len(self.output_slots) == 1
+
+  def replay_into(self, inputs: Sequence[Buffer], output: Buffer) -> None:
+    """Run again writing the result into `output`, a buffer from an earlier call nobody holds anymore."""
+    Counters.kernels_launched += self._n_launches
+    self._replay(inputs, (output,))
 
   def source(self) -> str:
     return "\n".join(f"// kernel {k.name} on {k.device}\n{k.source}" for k in self.kernels)

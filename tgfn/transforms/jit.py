@@ -41,6 +41,9 @@ class _Entry:
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
     self.single_output = out_tree == flatten(0)[1] and passthrough == [None]
+    self.recycle = self.single_output and graph.can_reuse_outputs and sys.implementation.name == "cpython"
+    self.last: Optional[Array] = None
+    self.refs = (0, 0, 0)
 
 
 class Lowered:
@@ -112,6 +115,18 @@ class JitFunction:
 
   @staticmethod
   def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
+    if entry.recycle:
+      # The previous result is recycled when nothing but this cache refers to it anymore: not the Array,
+      # not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody can see it change, and the
+      # call skips an allocation and two object constructions. Reference counts are exact in CPython.
+      last = entry.last
+      if last is not None and sys.getrefcount(last) == entry.refs[0] and \
+          sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
+        entry.graph.replay_into(inputs, last.uop.buffer)
+        return last
+      out = entry.last = Array(buffer_uop(entry.graph(inputs)[0], entry.out_shapes[0]))
+      entry.refs = (sys.getrefcount(out), sys.getrefcount(out.uop), sys.getrefcount(out.uop.buffer))
+      return out
     results = entry.graph(inputs)
     if entry.single_output: return Array(buffer_uop(results[0], entry.out_shapes[0]))
     outs = [Array(buffer_uop(b, shape)) if j is None else as_array(leaves[j])
