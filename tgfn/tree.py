@@ -54,8 +54,9 @@ def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
   meta = list(meta_fields or [])
   data = list(data_fields) if data_fields is not None else [f.name for f in dataclasses.fields(cls) if f.name not in meta]
 
-  def flatten_fn(x: Any) -> tuple[list[Any], tuple]:
-    return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)
+  def flatten_fn(x: Any) -> tuple[list[Any], tuple, tuple]:
+    # the third item names each child, so paths (and state_dict names) read "layer.weight", not "layer.0"
+    return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta), tuple(data)
 
   def unflatten_fn(aux: tuple, children: Iterable[Any]) -> Any:
     return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))

@@ -167,3 +167,17 @@ def test_a_dropped_result_is_recycled_but_a_held_one_never_changes():
   recycled = double(two)
   assert id(recycled) == first_id
   assert_close(recycled, np.full(2, 4.0, np.float32))
+
+
+def test_functions_that_allocate_nothing_and_weakly_held_results():
+  x = tnp.array([1.0, 2.0])
+  assert tgfn.jit(lambda v: v)(x) is x
+  pair = tgfn.jit(lambda v: (v, v))(x)
+  assert pair[0] is x and pair[1] is x
+  import weakref
+  double = tgfn.jit(lambda v: v * 2)
+  watched = weakref.ref(double(x))
+  again = double(tnp.array([5.0, 5.0]))
+  if watched() is not None:  # a result someone still watches is never recycled
+    assert watched() is not again
+    assert_close(watched(), np.array([2.0, 4.0], np.float32))

@@ -147,6 +147,7 @@ class CompiledGraph:
     lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}.arg" for i in range(self.n_inputs)]
     for s, buf in self.fixed.items(): env[f"b{s}"], env[f"a{s}"] = buf, buf.arg
     lines.append("  if reuse is None:")
+    lines.append("    pass")
     for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
       env[f"spec{s}"] = (device, size, dtype, allocator, kernel_arg)
       lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")

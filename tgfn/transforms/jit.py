@@ -13,6 +13,7 @@ import functools
 import inspect
 import os
 import sys
+import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tgfn.array import Array, as_array
@@ -116,11 +117,12 @@ class JitFunction:
   @staticmethod
   def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     if entry.recycle:
-      # The previous result is recycled when nothing but this cache refers to it anymore: not the Array,
+      # The previous result is recycled when nothing but this cache refers to it anymore (not even a weak
+      # reference): not the Array,
       # not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody can see it change, and the
       # call skips an allocation and two object constructions. Reference counts are exact in CPython.
       last = entry.last
-      if last is not None and sys.getrefcount(last) == entry.refs[0] and \
+      if last is not None and sys.getrefcount(last) == entry.refs[0] and not weakref.getweakrefcount(last) and \
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
         entry.graph.replay_into(inputs, last.uop.buffer)
         return last
