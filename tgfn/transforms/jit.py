@@ -21,6 +21,7 @@ from tgfn.device import Device
 from tgfn.dtype import result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
+from tgfn.transforms.state import tracing_state
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
 from tgfn.uop.ops import Ops
@@ -36,12 +37,22 @@ def _as_tuple(x: Any) -> tuple:
 def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not in ("", "0")
 
 
+class _StatePlan:
+  """The Tensors a traced function touched: implicit inputs (read, not passed) and write-backs.
+  Each write-back is (kind 'data' or 'grad', target, output index): the target is the Tensor itself,
+  or ('arg', leaf index) for an explicit Tensor argument, which may be a different object next call."""
+  def __init__(self, implicit: list, writebacks: list[tuple[str, Any, Optional[int]]], n_outputs: int):
+    self.implicit, self.writebacks, self.n_outputs = implicit, writebacks, n_outputs
+    self.signatures = [(t._data.shape, t._data.dtype) for t in implicit]
+
+
 class _Entry:
-  def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: list[Optional[int]]):
-    self.graph, self.out_tree = graph, out_tree
+  def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: list[Optional[int]],
+               state: Optional[_StatePlan] = None):
+    self.graph, self.out_tree, self.state = graph, out_tree, state
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
-    self.single_output = out_tree == flatten(0)[1] and passthrough == [None]
+    self.single_output = out_tree == flatten(0)[1] and passthrough[:1] == [None] and state is None
     self.recycle = self.single_output and graph.can_reuse_outputs and sys.implementation.name == "cpython"
     self.last: Optional[Array] = None
     self.refs = (0, 0, 0)
@@ -129,32 +140,56 @@ class JitFunction:
       out = entry.last = Array(buffer_uop(entry.graph(inputs)[0], entry.out_shapes[0]))
       entry.refs = (sys.getrefcount(out), sys.getrefcount(out.uop), sys.getrefcount(out.uop.buffer))
       return out
+    if entry.state is not None: inputs = inputs + _implicit_buffers(entry.state)
     results = entry.graph(inputs)
     if entry.single_output: return Array(buffer_uop(results[0], entry.out_shapes[0]))
-    outs = [Array(buffer_uop(b, shape)) if j is None else as_array(leaves[j])
+    outs = [Array(buffer_uop(b, shape)) if j is None else _leaf_value(leaves[j])
             for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
+    if entry.state is not None:
+      _write_back(entry.state, outs, leaves)
+      outs = outs[:entry.state.n_outputs]
     return unflatten(entry.out_tree, outs)
 
-  def _trace(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any) -> tuple[list, list[Array], Any]:
-    holders = [Array(placeholder(a.shape, a.dtype, a.uop.device)) for a in map(as_array, leaves)]
-    traced_args, traced_kwargs = unflatten(in_tree, holders)
+  def _trace(self, args: tuple, kwargs: dict, leaves: list,
+             in_tree: Any) -> tuple[list[Array], list[Array], Any, Optional[_StatePlan]]:
+    from tgfn.tensor import Tensor
+    holders = [Array(placeholder(a.shape, a.dtype, a.uop.device)) for a in map(_leaf_value, leaves)]
+    # explicit Tensor arguments are passed as themselves; their reads give the placeholder (tensor state)
+    traced_args, traced_kwargs = unflatten(in_tree, [x if isinstance(x, Tensor) else h for x, h in zip(leaves, holders)])
     it = iter(traced_args)
     static_nums = {i % len(args) for i in self.static_argnums if -len(args) <= i < len(args)}
     full_args = [args[i] if i in static_nums else next(it) for i in range(len(args))]
     full_kwargs = {k: (kwargs[k] if k in self.static_argnames else traced_kwargs[k]) for k in kwargs}
     self.trace_count += 1
-    out = self.fun(*full_args, **full_kwargs)
+    with tracing_state() as st:
+      for x, h in zip(leaves, holders):
+        if isinstance(x, Tensor): st.bind_argument(x, h)
+      out = self.fun(*full_args, **full_kwargs)
     outs, out_tree = flatten_outputs(out, fn_name(self.fun))
-    return holders, outs, out_tree
+    arg_position = {id(x): k for k, x in enumerate(leaves) if isinstance(x, Tensor)}
+    implicit = [(t, h) for key, (t, h) in st.reads.items() if key not in arg_position]
+    if not implicit and not st.writes and not st.grad_writes: return holders, outs, out_tree, None
+    target = lambda t: ("arg", arg_position[id(t)]) if id(t) in arg_position else t
+    writebacks: list[tuple[str, Any, Optional[int]]] = []
+    n_outputs = len(outs)
+    for t, value in st.writes.values():
+      writebacks.append(("data", target(t), len(outs)))
+      outs.append(value)
+    for t, grad in st.grad_writes.values():
+      writebacks.append(("grad", target(t), None if grad is None else len(outs)))
+      if grad is not None: outs.append(grad._data)
+    plan = _StatePlan([t for t, _ in implicit], writebacks, n_outputs)
+    return holders + [h for _, h in implicit], outs, out_tree, plan
 
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
-    holders, outs, out_tree = self._trace(args, kwargs, leaves, in_tree)
+    holders, outs, out_tree, plan = self._trace(args, kwargs, leaves, in_tree)
     graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs], self._donated_leaves(args))
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
-    # this call's value), so every later call returns its own argument
-    index = {h.uop: i for i, h in enumerate(holders)}
-    entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs])
+    # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
+    # an output equal to one is computed (copied) instead.
+    index = {h.uop: i for i, h in enumerate(holders[:len(leaves)])}
+    entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs], plan)
     self._keys_seen.append(key)
     return entry
 
@@ -201,8 +236,10 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
   """(cache-key signature, input buffers) for the flattened arguments, in one pass; None if any is
   traced. A Python scalar's signature is its type (its value is traced, so a new value does not
   retrace); an array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
+  from tgfn.tensor import Tensor
   sig, buffers = [], []
   for x in leaves:
+    if isinstance(x, Tensor): x = x._data  # bound by position; its reads inside are the placeholder
     if isinstance(x, Array):
       u = x.uop
       if u.op is not Ops.BUFFER:
@@ -217,6 +254,31 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
       sig.append((type(x).__name__, u.arg[1]) if type(x) in (int, float) else (u.arg[2], u.dtype.name, u.arg[1]))
     buffers.append(u.buffer)
   return tuple(sig), buffers
+
+
+def _leaf_value(leaf: Any) -> Array:
+  from tgfn.tensor import Tensor
+  return leaf._data if isinstance(leaf, Tensor) else as_array(leaf)
+
+
+def _implicit_buffers(plan: _StatePlan) -> list:
+  out = []
+  for t, (shape, dtype) in zip(plan.implicit, plan.signatures):
+    value = t._data
+    if value.shape != shape or value.dtype != dtype:
+      raise ValueError(f"jit: a Tensor the function reads changed from {shape} {dtype.name} to {value.shape} "
+                       f"{value.dtype.name} since it was traced; call clear_cache() on the jitted function")
+    out.append(value._value("jit tensor state").buffer)
+  return out
+
+
+def _write_back(plan: _StatePlan, outs: list[Array], leaves: Sequence[Any]) -> None:
+  """Give the Tensors the function assigned (or set .grad on) their new values."""
+  from tgfn.tensor import Tensor
+  for kind, target, index in plan.writebacks:
+    tensor = leaves[target[1]] if isinstance(target, tuple) else target
+    if kind == "data": tensor._data = outs[index]
+    else: tensor._grad = None if index is None else Tensor(outs[index])
 
 
 def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
