@@ -59,3 +59,11 @@ def test_realized_values_are_reused_not_recomputed(device):
   before = Counters.kernels_launched
   assert_close(later, (np.asarray(a) * 3).sum(0) + 1, rtol=1e-6)
   assert Counters.kernels_launched - before == 1
+
+
+def test_long_elementwise_chains_fuse_without_hitting_the_recursion_limit():
+  x = tnp.array([1.0])
+  for _ in range(3000): x = x * 1.0001 + 0.1
+  want = np.float32(1.0)
+  for _ in range(3000): want = np.float32(want * np.float32(1.0001) + np.float32(0.1))
+  assert_close(x, np.array([want]), rtol=1e-5)

@@ -184,3 +184,23 @@ def test_linearize_matches_jvp():
   x = tnp.array([0.3, 0.7])
   out, f_jvp = tgfn.linearize(lambda v: tnp.sin(v) * v, x)
   assert_close(f_jvp(tnp.ones(2)), tgfn.jvp(lambda v: tnp.sin(v) * v, (x,), (tnp.ones(2),))[1])
+
+
+def test_second_order_derivatives_through_custom_rules():
+  @tgfn.custom_jvp
+  def f(x): return tnp.sin(x)
+
+  @f.defjvp
+  def f_jvp(primals, tangents): return f(primals[0]), tangents[0] * tnp.cos(primals[0])
+
+  @tgfn.custom_vjp
+  def h(x): return tnp.sin(x)
+  h.defvjp(lambda x: (h(x), x), lambda x, ct: (ct * tnp.cos(x),))
+
+  x = tnp.array(np.array([0.3, 1.2]))
+  want = 2 * np.cos([0.3, 1.2]) - np.array([0.3, 1.2]) * np.sin([0.3, 1.2])  # d2/dx2 of x sin x
+  for fn in (f, h):
+    got = tgfn.grad(lambda v: tgfn.grad(lambda u: (u * fn(u)).sum())(v).sum())(x)
+    assert_close(got, want, rtol=1e-12)
+  check_grads(lambda v: v * f(v), (x,), order=2)
+  check_grads(lambda v: v * h(v), (x,), order=2, modes=("rev",))

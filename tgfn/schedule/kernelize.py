@@ -15,6 +15,7 @@ and REDUCE_AXIS opens fresh RANGEs for its reduced axes. Realized inputs become 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Optional
 
@@ -146,6 +147,9 @@ class _Lowerer:
 
 def lower_kernel(root: UOp, realized: set[UOp]) -> LoweredKernel:
   """Lower the computation of `root` (with `realized` nodes read from buffers) to a kernel AST."""
+  # lowering recurses once per op in the kernel: allow the depth of long elementwise chains (Python 3.11+
+  # calls Python functions without growing the C stack, so a high limit is safe)
+  sys.setrecursionlimit(max(sys.getrecursionlimit(), 50_000))
   lowerer = _Lowerer(root, realized)
   shape = root.shape
   idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp(Ops.RANGE, _IDX, (UOp.const(_IDX, n),), unique_id())

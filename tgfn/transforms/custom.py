@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tgfn.array import Array, as_array
 from tgfn.tree import flatten, unflatten
-from tgfn.uop.ops import Ops, UOp
+from tgfn.uop.ops import Ops, UOp, substitute
 
 
 class CustomCall:
@@ -27,6 +27,14 @@ class CustomCall:
 
   @property
   def has_jvp_rule(self) -> bool: return self._jvp_rule is not None
+
+  def rebind(self, values: list[Optional[Array]], node: UOp) -> list[Optional[Array]]:
+    """The rules build graphs on the inputs this call was made with. A transform that traced the call
+    substitutes its own inputs into the CUSTOM node's sources (e.g. grad of grad): re-express the rule's
+    results on the node's current inputs, so the outer transform sees the dependence."""
+    mapping = {old: new for old, new in zip(self.inputs, node.src[1:]) if old is not new}
+    if not mapping: return values
+    return [None if v is None else Array(substitute(v.uop, mapping)) for v in values]
 
   def backward(self, cts: dict[int, Array]) -> list[Optional[Array]]:
     """Cotangents of the inputs, given cotangents of (some of) the outputs; missing ones are zero."""

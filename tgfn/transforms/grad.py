@@ -142,7 +142,8 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
       call, index = node.arg
       if node in grads: call_cts.setdefault(call, {})[index] = grads.pop(node)
       if first_output[call] is node and call in call_cts:
-        for src, src_ct in zip(call.inputs, call.backward(call_cts.pop(call))): accumulate(src, src_ct)
+        input_cts = call.rebind(call.backward(call_cts.pop(call)), node)
+        for src, src_ct in zip(node.src[1:], input_cts): accumulate(src, src_ct)
       continue
     if node not in grads: continue
     ct = grads.pop(node)

@@ -117,7 +117,7 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
     if all(t is None for t in src_tangents): continue
     if node.op is Ops.CUSTOM:
       call, index = node.arg
-      out = call.forward_tangent(index, src_tangents[1:], custom_results)
+      out = call.rebind([call.forward_tangent(index, src_tangents[1:], custom_results)], node)[0]
     else:
       rule = JVP_RULES.get(node.op)
       if rule is None:
