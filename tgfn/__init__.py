@@ -15,3 +15,4 @@ from tgfn.transforms.custom import custom_jvp, custom_vjp  # noqa: F401,E402
 from tgfn.transforms.trace import ConcretizationError  # noqa: F401,E402
 from tgfn.transforms.jit import jit  # noqa: F401,E402
 from tgfn.tensor import Tensor  # noqa: F401,E402
+from tgfn import random  # noqa: F401,E402

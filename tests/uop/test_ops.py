@@ -12,6 +12,14 @@ def test_hash_consing_gives_identical_objects():
   assert UOp.const(dtypes.int32, 3) is not UOp.const(dtypes.int64, 3)
 
 
+def test_nan_constants_are_hash_consed():
+  # NaN != NaN: without one canonical NaN every graph holding a NaN constant was new, and its kernel was
+  # compiled again at every realization
+  nan = UOp.const(dtypes.float32, float("nan"))
+  assert nan is UOp.const(dtypes.float32, float("nan"))
+  assert UOp.const(dtypes.float32, 1.0) + nan is UOp.const(dtypes.float32, 1.0) + UOp.const(dtypes.float32, float("nan"))
+
+
 def test_uops_are_immutable():
   with pytest.raises(AttributeError, match="immutable"):
     UOp.const(dtypes.int32, 1).arg = 2

@@ -21,6 +21,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from tgfn.dtype import DType, dtypes
 
+_NAN = float("nan")  # the one NaN object CONST args hold (see UOp.__new__)
+
 
 class Ops(Enum):
   # ---- sources (tensor level)
@@ -86,6 +88,9 @@ class UOp:
 
   def __new__(cls, op: Ops, dtype: Optional[DType] = None,
               src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    # NaN != NaN, so each NaN object would key a node of its own: one NaN keeps graphs with NaN constants
+    # hash-consed (and their kernels cached, instead of recompiled at every realization)
+    if type(arg) is float and arg != arg: arg = _NAN
     # -0.0 == 0.0 and they hash alike: key on the sign too, or x / -0.0 would reuse the CONST 0.0
     key = (op, dtype, src, arg, math.copysign(1.0, arg) if type(arg) is float else None)
     try:
