@@ -1,0 +1,28 @@
+"""The main job (README's first command) trains to the promised accuracy, and runs on PYTHON too."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("sklearn")
+
+
+def run_main_job(*args: str, dev: str) -> str:
+  env = {**os.environ, "DEV": dev}
+  proc = subprocess.run([sys.executable, "-m", "tgfn.train_digits", *args], env=env, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  return proc.stdout
+
+
+def test_trains_digits_to_97_percent_on_the_cpu():
+  out = run_main_job(dev="CPU")
+  final = [line for line in out.splitlines() if line.startswith("test accuracy")][-1]
+  assert float(final.split()[2]) >= 0.97, out
+  assert "steps/s" in final and "total" in final
+
+
+def test_runs_a_few_steps_on_the_reference_interpreter():
+  out = run_main_job("--steps", "2", "--hidden", "8", "--batch", "4", dev="PYTHON")
+  assert "device PYTHON" in out and "after 2 steps" in out
