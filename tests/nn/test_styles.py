@@ -59,3 +59,39 @@ def test_functional_and_stateful_training_agree():
   for jit in (False, True):
     for got, want in zip(train_stateful(jit), functional):
       assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_jitted_stateful_step_with_batchnorm_equals_the_eager_one_step_by_step():
+  import optree
+  k1, k2 = tgfn.random.split(tgfn.random.key(3))
+  model = nn.Sequential([nn.Linear.init(k1, 6, 4), nn.BatchNorm.init(None, 4), nn.relu, nn.Linear.init(k2, 4, 3)])
+  paths, _, treedef = optree.tree_flatten_with_path(model, namespace="tgfn")
+
+  def make_trainer():
+    leaves = tgfn.tree.leaves(model)
+    tensors = [Tensor(leaf, requires_grad="running" not in str(path)) for path, leaf in zip(paths, leaves)]
+    opt = nn.optim.SGD([t for t in tensors if t.requires_grad], lr=0.1, momentum=0.9)
+
+    def step(x, y):
+      current = tgfn.tree.unflatten(treedef, [t.data for t in tensors])
+
+      def loss_fn(m):
+        out, new_model = m(x, training=True)
+        return nn.cross_entropy(out, y), new_model
+      (loss, new_model), grads = tgfn.value_and_grad(loss_fn, has_aux=True)(current)
+      for t, g, new in zip(tensors, tgfn.tree.leaves(grads), tgfn.tree.leaves(new_model)):
+        if t.requires_grad: t.grad = Tensor(g)
+        else: t.assign(new)  # BatchNorm's running statistics
+      opt.step()
+      return loss
+    return tensors, opt, step
+
+  eager_tensors, _, eager_step = make_trainer()
+  jit_tensors, _, step = make_trainer()
+  jit_step = tgfn.jit(step)
+  for x, y in BATCHES:
+    assert_close(jit_step(tnp.array(x), tnp.array(y)), np.asarray(eager_step(tnp.array(x), tnp.array(y))), rtol=1e-5)
+    for got, want in zip(jit_tensors, eager_tensors): assert_close(got, np.asarray(want), rtol=1e-5, atol=1e-6)
+  stats = [t for t in jit_tensors if not t.requires_grad]
+  assert len(stats) == 2 and not np.allclose(np.asarray(stats[0]), 0.0)  # running mean moved
+  assert jit_step.trace_count == 1
