@@ -89,3 +89,24 @@ def test_grad_set_inside_jit_is_written_back():
 
   compute_grad(Tensor(X))
   assert_close(w.grad, np.repeat(X.sum(0)[:, None], 2, axis=1), rtol=1e-6)
+
+
+def test_pytorch_shaped_methods():
+  a = np.arange(6, dtype=np.float32).reshape(2, 3)
+  t = Tensor(a)
+  assert_close(t.sum(dim=1, keepdim=True), a.sum(1, keepdims=True))
+  assert_close(t.mean(axis=0), a.mean(0))
+  assert_close(t.max(dim=0), a.max(0))
+  assert t.size() == (2, 3) and t.size(1) == 3
+  assert t.view(3, 2).shape == (3, 2) and t.unsqueeze(0).shape == (1, 2, 3) and t.permute(1, 0).shape == (3, 2)
+  e = np.exp(a - a.max(1, keepdims=True))
+  assert_close(t.softmax(dim=1), e / e.sum(1, keepdims=True), rtol=1e-6)
+  assert_close(t.sigmoid(), 1 / (1 + np.exp(-a)), rtol=1e-6)
+  assert t.long().dtype == tgfn.int64 and t.float().dtype == tgfn.float32
+  u = Tensor(np.ones(3, np.float32))
+  assert u.add_(2).mul_(Tensor(np.full(3, 2.0, np.float32))) is u
+  assert_close(u, np.full(3, 6.0, np.float32))
+  assert_close(u.zero_(), np.zeros(3, np.float32))
+  w = Tensor(a).requires_grad_()
+  w.log_softmax(dim=-1).sum().backward()
+  assert_close(w.grad, 1 - 3 * e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)

@@ -132,10 +132,73 @@ def _function(name: str) -> Any:
 for _name in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__", "__matmul__",
               "__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__", "__rmatmul__", "__neg__", "__abs__",
               "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__getitem__", "__and__", "__or__",
-              "__invert__", "sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "reshape",
+              "__invert__", "var", "std", "argmax", "argmin", "reshape",
               "transpose", "flatten", "squeeze", "astype", "clip", "cumsum"):
   setattr(Tensor, _name, _method(_name))
 for _name in ("exp", "log", "sqrt", "tanh", "sin", "cos", "abs", "square", "maximum", "minimum", "where"):
   setattr(Tensor, _name, _function(_name))
+
+
+def _torch_reduction(name: str) -> Any:
+  """PyTorch spelling: t.sum(dim=1, keepdim=True) as well as NumPy's t.sum(axis=1, keepdims=True)."""
+  def method(self: Tensor, dim: Any = None, keepdim: bool = False, **kwargs: Any) -> Tensor:
+    axis, keepdims = kwargs.pop("axis", dim), kwargs.pop("keepdims", keepdim)
+    return self._apply(lambda a: getattr(a, name)(axis, keepdims=keepdims, **kwargs))
+  method.__name__ = name
+  return method
+
+
+for _name in ("sum", "mean", "max", "min", "prod", "any", "all"):
+  setattr(Tensor, _name, _torch_reduction(_name))
+
+
+def _nn(name: str) -> Any:
+  def method(self: Tensor, dim: int = -1) -> Tensor:
+    from tgfn import nn
+    return self._apply(lambda a: getattr(nn, name)(a, axis=dim) if name != "sigmoid" else nn.sigmoid(a))
+  method.__name__ = name
+  return method
+
+
+for _name in ("softmax", "log_softmax", "sigmoid"):
+  setattr(Tensor, _name, _nn(_name))
+
+
+def _in_place(name: str) -> Any:
+  """t.add_(x) and friends: compute and assign in place, as PyTorch's trailing-underscore methods."""
+  def method(self: Tensor, other: Any) -> Tensor:
+    value = other.data if isinstance(other, Tensor) else other
+    return self.assign(getattr(self.data, name)(value))
+  method.__name__ = name.strip("_") + "_"
+  return method
+
+
+for _name, _dunder in (("add_", "__add__"), ("sub_", "__sub__"), ("mul_", "__mul__"), ("div_", "__truediv__")):
+  setattr(Tensor, _name, _in_place(_dunder))
+
+
+def _size(self: Tensor, dim: Optional[int] = None) -> Any:
+  return self.shape if dim is None else self.shape[dim]
+
+
+def _unsqueeze(self: Tensor, dim: int) -> Tensor:
+  import tgfn.numpy as tnp
+  return self._apply(lambda a: tnp.expand_dims(a, dim))
+
+
+def _requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
+  self.requires_grad = requires_grad
+  return self
+
+
+Tensor.size = _size  # type: ignore[attr-defined]
+Tensor.view = lambda self, *shape: self.reshape(*shape)  # type: ignore[attr-defined]
+Tensor.permute = lambda self, *dims: self.transpose(*dims)  # type: ignore[attr-defined]
+Tensor.unsqueeze = _unsqueeze  # type: ignore[attr-defined]
+Tensor.float = lambda self: self.astype("float32")  # type: ignore[attr-defined]
+Tensor.long = lambda self: self.astype("int64")  # type: ignore[attr-defined]
+Tensor.zero_ = lambda self: self.assign(0)  # type: ignore[attr-defined]
+Tensor.requires_grad_ = _requires_grad_  # type: ignore[attr-defined]
+Tensor.matmul = Tensor.__matmul__  # type: ignore[attr-defined]
 Tensor.T = property(lambda self: self.transpose())  # type: ignore[attr-defined]
 Tensor.relu = lambda self: self._apply(lambda a: (a > 0)._alu(Ops.WHERE, a, Array.const(0, a.dtype, a.shape)))  # type: ignore
