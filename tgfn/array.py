@@ -344,5 +344,7 @@ def device_put(x: Any, device: Optional[str] = None) -> Array:
   """`x` on `device` (default: the default device). Moving between devices copies through the host."""
   arr = x if isinstance(x, Array) else Array.from_data(x)
   target = Device.canonicalize(device or Device.DEFAULT)
-  if arr.uop.device in (None, target): return arr if arr.uop.device is not None else Array.from_data(arr.numpy(), arr.dtype, target)
+  if arr.uop.device == target: return arr
+  if arr.uop.device is None:  # a constant-only graph belongs to no device yet: place its values on target
+    return Array.from_data(arr.numpy(), arr.dtype, target)
   return Array(UOp(Ops.COPY, arr.dtype, (arr.uop,), target))

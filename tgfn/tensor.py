@@ -92,7 +92,7 @@ class Tensor:
       leaf.grad = Tensor(g) if leaf.grad is None else Tensor(leaf.grad.data + g)
 
   def _leaves(self) -> list[tuple[Tensor, Any]]:
-    seen: set[int] = set()
+    seen: set[tuple[int, int]] = set()
     out, stack = [], [(self, self.data.uop)]
     while stack:
       t, node = stack.pop()

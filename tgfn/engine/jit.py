@@ -8,12 +8,12 @@ Replaying a call is: bind inputs, allocate outputs, run the prepared (program, s
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernel
-from tgfn.helpers import prod
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp
@@ -33,6 +33,10 @@ class SlotInfo:
   dtype: Any
   shape: tuple[int, ...]
 
+  @staticmethod
+  def of(node: UOp) -> SlotInfo:
+    return SlotInfo(node.device or Device.DEFAULT, math.prod(node.shape), node.dtype, node.shape)
+
   def key(self) -> tuple: return (self.device, self.dtype, self.size)
 
 
@@ -40,15 +44,13 @@ class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = ()):
     self.n_inputs = len(inputs)
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
-    self.slots = [SlotInfo(Device.canonicalize(p.device or Device.DEFAULT), prod(p.shape), p.dtype, p.shape)
-                  for p in inputs]
+    self.slots = [SlotInfo.of(p) for p in inputs]
     self.fixed: dict[int, Buffer] = {}   # captured constants and planned intermediates
 
     def slot(node: UOp) -> int:
       if node not in slot_of:
         slot_of[node] = len(self.slots)
-        self.slots.append(SlotInfo(Device.canonicalize(node.device or Device.DEFAULT), prod(node.shape),
-                                   node.dtype, node.shape))
+        self.slots.append(SlotInfo.of(node))
         if node.op is Ops.BUFFER: self.fixed[slot_of[node]] = node.buffer
       return slot_of[node]
 
@@ -146,14 +148,13 @@ class CompiledGraph:
     lines = ["def replay(inputs, reuse=None):"]
     lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}.arg" for i in range(self.n_inputs)]
     for s, buf in self.fixed.items(): env[f"b{s}"], env[f"a{s}"] = buf, buf.arg
-    lines.append("  if reuse is None:")
-    lines.append("    pass")
-    for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
-      env[f"spec{s}"] = (device, size, dtype, allocator, kernel_arg)
-      lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")
-    lines.append("  else:")
-    lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
-    lines.append("    pass")
+    if self._fresh_outputs:  # fresh buffers, or (reuse) the recycled ones of an earlier call
+      lines.append("  if reuse is None:")
+      for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
+        env[f"spec{s}"] = (device, size, dtype, allocator, kernel_arg)
+        lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")
+      lines.append("  else:")
+      lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
     for k, (program, slots) in enumerate(self._launches):
       env[f"p{k}"] = program
       lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")

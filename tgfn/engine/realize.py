@@ -2,6 +2,7 @@
 output buffers, launch. Realized results are remembered so later graphs load instead of recompute."""
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Callable
 from tgfn.codegen.decompositions import force_decomposition
 from tgfn.codegen.pipeline import codegen
 from tgfn.device import Buffer, Device
-from tgfn.helpers import DEBUG, prod
+from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
@@ -92,8 +93,8 @@ def realize(outs: list[UOp]) -> list[UOp]:
   n_kernels = 0
   for item in items:
     node = item.output
-    device = Device.canonicalize(node.device or Device.DEFAULT)
-    out = buffers[node] = Buffer(device, prod(node.shape), node.dtype)
+    device = node.device or Device.DEFAULT
+    out = buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
     if item.kernel is None:
       out.copyin(buffers[item.inputs[0]].numpy())
       continue

@@ -244,7 +244,7 @@ def _from_le_bytes(data: bytes, t: _TensorInfo) -> Array:
   if t.dtype is not dtypes.bfloat16: return Array.from_data(host, t.dtype)
   # Array.from_data takes bfloat16 *values* (rounding float32 input, NaNs made canonical); these are bit
   # patterns, so they go into the buffer as they are
-  buf = Buffer(Device.canonicalize(Device.DEFAULT), host.size, dtypes.bfloat16).copyin(host)
+  buf = Buffer(Device.DEFAULT, host.size, dtypes.bfloat16).copyin(host)
   return Array(buffer_uop(buf, t.shape))
 
 

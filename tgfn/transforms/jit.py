@@ -52,7 +52,7 @@ class _Entry:
     self.graph, self.out_tree, self.state = graph, out_tree, state
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
-    self.single_output = out_tree == flatten(0)[1] and passthrough[:1] == [None] and state is None
+    self.single_output = out_tree == flatten(0)[1] and passthrough == [None] and state is None
     self.recycle = self.single_output and graph.can_reuse_outputs and sys.implementation.name == "cpython"
     self.last: Optional[Array] = None
     self.refs = (0, 0, 0)
@@ -84,10 +84,12 @@ class JitFunction:
     self._cache.clear()
     self._flat_cache.clear()
 
+  def _static_positions(self, n_args: int) -> set[int]:
+    return {i % n_args for i in self.static_argnums if -n_args <= i < n_args}
+
   def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
     if not (kwargs or self.static_argnums or self.static_argnames): return args, kwargs, ()
-    n = len(args)
-    static_nums = {i % n for i in self.static_argnums if -n <= i < n}
+    static_nums = self._static_positions(len(args))
     static = []
     for i in sorted(static_nums): static.append(("arg", i, args[i]))
     for k in self.static_argnames:
@@ -128,10 +130,10 @@ class JitFunction:
   @staticmethod
   def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     if entry.recycle:
-      # The previous result is recycled when nothing but this cache refers to it anymore (not even a weak
-      # reference): not the Array,
-      # not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody can see it change, and the
-      # call skips an allocation and two object constructions. Reference counts are exact in CPython.
+      # The previous result is recycled when nothing but this cache refers to it anymore: not the Array
+      # (not even a weak reference), not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody
+      # can see it change, and the call skips an allocation and two object constructions. Reference
+      # counts are exact in CPython.
       last = entry.last
       if last is not None and sys.getrefcount(last) == entry.refs[0] and not weakref.getweakrefcount(last) and \
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
@@ -157,7 +159,7 @@ class JitFunction:
     # explicit Tensor arguments are passed as themselves; their reads give the placeholder (tensor state)
     traced_args, traced_kwargs = unflatten(in_tree, [x if isinstance(x, Tensor) else h for x, h in zip(leaves, holders)])
     it = iter(traced_args)
-    static_nums = {i % len(args) for i in self.static_argnums if -len(args) <= i < len(args)}
+    static_nums = self._static_positions(len(args))
     full_args = [args[i] if i in static_nums else next(it) for i in range(len(args))]
     full_kwargs = {k: (kwargs[k] if k in self.static_argnames else traced_kwargs[k]) for k in kwargs}
     self.trace_count += 1
@@ -196,7 +198,7 @@ class JitFunction:
   def _donated_leaves(self, args: tuple) -> list[int]:
     """Indices (among the flattened traced inputs) of the leaves of the donated positional arguments."""
     n = len(args)
-    static_nums = {i % n for i in self.static_argnums if -n <= i < n}
+    static_nums = self._static_positions(n)
     donated_nums = {i % n for i in self.donate_argnums if -n <= i < n}
     out, position = [], 0
     for i in range(n):
@@ -245,7 +247,7 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
       if u.op is not Ops.BUFFER:
         if is_traced(u): return None
         if not compute:
-          sig.append((x.shape, x.dtype.name, Device.canonicalize(u.device or Device.DEFAULT)))
+          sig.append((x.shape, x.dtype.name, u.device or Device.DEFAULT))
           continue
         u = x._value("jit argument")
       sig.append((u.arg[2], u.dtype.name, u.arg[1]))

@@ -9,13 +9,14 @@ leave theirs unbound, so values are abstract, and observing one (`bool(x)`, `x.i
 from __future__ import annotations
 
 import contextlib
+import linecache
 import os
 import sys
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import tgfn
 from tgfn.array import Array
-from tgfn.tree import tree_flatten, tree_unflatten
+from tgfn.tree import tree_flatten
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
 
 _PACKAGE_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
@@ -33,7 +34,6 @@ def user_frame() -> str:
   while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIRS):
     frame = frame.f_back
   if frame is None: return "<unknown location>"
-  import linecache
   code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
   return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
 
@@ -104,6 +104,3 @@ def flatten_outputs(out: Any, fn_name: str) -> tuple[list[Array], Any]:
 
 
 def fn_name(fn: Callable) -> str: return getattr(fn, "__name__", repr(fn))
-
-
-def rebuild(tree: Any, leaves: Sequence[Any]) -> Any: return tree_unflatten(tree, list(leaves))
