@@ -19,8 +19,20 @@ class DType:
   itemsize: int
   kind: str          # 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
   cname: str         # the C spelling; bfloat16 is stored as its bit pattern (uint16) in memory
+  count: int = 1     # lanes: > 1 for the vector dtypes kernels use after vectorization (never in buffers)
 
-  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+
+  def vec(self, count: int) -> DType:
+    """The `count`-lane vector of this scalar dtype (one object per (dtype, count), so `is` still works)."""
+    assert self.count == 1, f"{self} is already a vector"
+    if count == 1: return self
+    key = (self.name, count)
+    if key not in _VECTORS:
+      _VECTORS[key] = DType(f"{self.name}x{count}", self.itemsize, self.kind, f"tg_{self.name}x{count}", count)
+    return _VECTORS[key]
+
+  def scalar(self) -> DType: return self if self.count == 1 else _BY_NAME[self.name.rsplit("x", 1)[0]]
   def _repr_pretty_(self, p: Any, cycle: bool) -> None: p.text(repr(self))  # pretty printers (hypothesis)
   def __reduce__(self): return (dtype_from_name, (self.name,))
 
@@ -67,8 +79,8 @@ class dtypes:
   bfloat16 = DType("bfloat16", 2, "f", "unsigned short")
   float32 = DType("float32", 4, "f", "float")
   float64 = DType("float64", 8, "f", "double")
-  # the dtype of index arithmetic inside kernels
-  index = int32
+  # the dtype of index arithmetic inside kernels: 64 bits, so sizes and offsets past 2**31 never wrap
+  index = int64
   default_float = float32
   default_int = int32
 
@@ -77,9 +89,13 @@ ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.
                                  dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
                                  dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
+_VECTORS: dict[tuple[str, int], DType] = {}
 
 
-def dtype_from_name(name: str) -> DType: return _BY_NAME[name]
+def dtype_from_name(name: str) -> DType:
+  if name in _BY_NAME: return _BY_NAME[name]
+  base, count = name.rsplit("x", 1)  # a vector dtype, e.g. float32x8
+  return _BY_NAME[base].vec(int(count))
 
 
 def to_dtype(x: Any) -> DType:

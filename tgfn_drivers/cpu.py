@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from typing import Optional
 
 import numpy as np
 
@@ -29,10 +32,19 @@ def find_c_compiler() -> str:
 class CCompiler(Compiler):
   def __init__(self) -> None:
     self.cc = None
+    self._target: Optional[str] = None
 
   @property
   def cachekey(self) -> str:  # type: ignore[override]
-    return f"{self._cc()} {' '.join(CFLAGS)}"
+    # -march=native means a different instruction set on another CPU: key on what it expands to
+    return f"{self._cc()} {' '.join(CFLAGS)} target:{hashlib.sha256(self.target_macros().encode()).hexdigest()}"
+
+  def target_macros(self) -> str:
+    """The compiler's predefined macros for -march=native: which instruction set kernels are built for."""
+    if self._target is None:
+      proc = subprocess.run([self._cc(), "-march=native", "-dM", "-E", "-x", "c", "-"], input=b"", capture_output=True)
+      self._target = proc.stdout.decode()
+    return self._target
 
   def _cc(self) -> str:
     if self.cc is None: self.cc = find_c_compiler()
@@ -102,4 +114,21 @@ class CPUProgram:
     self.fxn(*pointers)
 
 
-DEVICE = Compiled("CPU", MallocAllocator(), CStyleRenderer(), CCompiler(), CPUProgram)
+class NativeCRenderer(CStyleRenderer):
+  """C for this machine: vector width and register count read from what -march=native enables."""
+  def __init__(self, compiler: CCompiler):
+    self.compiler = compiler
+
+  @functools.cached_property
+  def vector_bytes(self) -> int:  # type: ignore[override]
+    macros = self.compiler.target_macros()
+    return 64 if "__AVX512F__" in macros else 32 if "__AVX__" in macros else 16
+
+  @functools.cached_property
+  def registers(self) -> int:  # type: ignore[override]
+    macros = self.compiler.target_macros()
+    return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
+
+
+_compiler = CCompiler()
+DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram)

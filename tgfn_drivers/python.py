@@ -11,11 +11,12 @@ from tgfn.device import Compiled, Compiler, HostAllocator
 from tgfn.dtype import DType, dtype_from_name, dtypes
 from tgfn.renderer import Renderer
 from tgfn.uop.alu import bf16_bits_to_float, exec_alu, float_to_bf16_bits
-from tgfn.uop.ops import Ops, UOp
+from tgfn.uop.ops import AxisType, Ops, UOp
 
 
 def _encode_arg(arg: Any) -> Any:
-  if isinstance(arg, Ops): return arg.name
+  if isinstance(arg, (Ops, AxisType)): return arg.name
+  if isinstance(arg, tuple): return tuple(_encode_arg(a) for a in arg)
   if isinstance(arg, float): return ("float", float(arg).hex())
   return arg
 
@@ -40,7 +41,7 @@ class PythonCompiler(Compiler):
 def _decode(line: str) -> tuple:
   op, dtype, srcs, arg = ast.literal_eval(line)
   if isinstance(arg, tuple) and len(arg) == 2 and arg[0] == "float": arg = float.fromhex(arg[1])
-  if op in ("ASSIGN", "REDUCE") and isinstance(arg, str): arg = Ops[arg]
+  if op == "ASSIGN": arg = Ops[arg]
   return Ops[op], dtype_from_name(dtype) if dtype else None, srcs, arg
 
 
@@ -60,7 +61,6 @@ class PythonProgram:
     views = [b.view(np.uint16 if d is dtypes.bfloat16 else d.np) for b, d in zip(buffers, self.buffer_dtypes)]
     instrs, vals = self.instrs, [None] * len(self.instrs)
     dts = [ins[1] for ins in instrs]
-    acc_of: dict[Any, int] = {}
     pc = 0
     with np.errstate(all="ignore"):
       while pc < len(instrs):
@@ -78,13 +78,10 @@ class PythonProgram:
           if vals[start] < vals[instrs[start][2][0]]:
             pc = start + 1
             continue
-        elif op is Ops.DEFINE_ACC:
-          acc_of[arg] = pc
-          vals[pc] = vals[srcs[0]]
+        elif op is Ops.DEFINE_ACC: vals[pc] = vals[srcs[0]]
         elif op is Ops.ASSIGN:
           acc, value = srcs
           vals[acc] = exec_alu(arg, dts[acc], (vals[acc], vals[value]), (dts[acc], dts[acc]))
-        elif op is Ops.REDUCE: vals[pc] = vals[acc_of[instrs[srcs[1]][3]]]
         elif op is Ops.LOAD:
           if len(srcs) == 3 and not vals[srcs[2]]: vals[pc] = exec_alu(Ops.CAST, dtype, (0,), (dtypes.int32,))
           else: vals[pc] = self._load(views[vals[srcs[0]]], vals[srcs[1]], dtype)

@@ -67,3 +67,32 @@ def test_long_elementwise_chains_fuse_without_hitting_the_recursion_limit():
   want = np.float32(1.0)
   for _ in range(3000): want = np.float32(want * np.float32(1.0001) + np.float32(0.1))
   assert_close(x, np.array([want]), rtol=1e-5)
+
+
+def _jit_flops(fn, *args) -> list[tuple[str, int]]:
+  import tgfn
+  return [(k.name, k.flops) for k in tgfn.jit(fn).lower(*args).kernels]
+
+
+def test_random_draw_is_not_recomputed_inside_a_matmul():
+  import tgfn
+  n = 64
+  kernels = _jit_flops(lambda key, y: tgfn.random.normal(key, (n, n)) @ y.T, tgfn.random.PRNGKey(0), tnp.ones((n, n)))
+  assert len(kernels) == 2  # the draw, computed once into a buffer, then the contraction
+  assert kernels[-1][1] < 1.2 * 2 * n ** 3  # the matmul does a matmul's work (it did 370x that)
+
+
+def test_activation_derivative_is_not_recomputed_inside_weight_gradients():
+  import tgfn
+  rng = np.random.default_rng(0)
+  w1, w2, x = (tnp.array(rng.standard_normal(s).astype(np.float32)) for s in ((32, 64), (64, 16), (128, 32)))
+  loss = lambda w1, w2, x: tnp.tanh(x @ w1).dot(w2).sum()  # noqa: E731
+  kernels = _jit_flops(tgfn.grad(loss, argnums=(0, 1)), w1, w2, x)
+  matmul_flops = 2 * 128 * 32 * 64 * 2 + 2 * 128 * 64 * 16 * 2  # forward and weight-gradient contractions
+  assert sum(f for _, f in kernels) < 1.5 * matmul_flops, kernels  # it was 10x
+
+
+def test_cheap_operand_of_a_contraction_is_materialized_once():
+  a, b = realized(16, 16), realized(16, 16, seed=1)
+  assert n_kernels((a * 2) @ b) == 2
+  assert n_kernels(a @ b) == 1

@@ -1,50 +1,119 @@
 """Order a kernel AST into a flat program with explicit loops.
 
-The output RANGEs become the outer loops. Every other node is placed in the innermost loop it
-depends on, in dependency order. A REDUCE becomes: hoist the parts of its body that do not depend
-on its ranges, DEFINE_ACC, open its RANGE loops, compute the body, ASSIGN acc = acc <op> body,
-ENDRANGE. After the loops, the REDUCE node itself stands for the accumulator's final value.
+The output loops (THREAD first, then GLOBAL, by id) are the outer loops. Every other node is placed in
+the innermost loop it depends on, in dependency order, so loop-invariant work is hoisted. Each REDUCE
+becomes an accumulator: DEFINE_ACC before its loops, ASSIGN acc = acc <op> value inside them (once per
+value, in order), and after the loops the DEFINE_ACC itself stands for the result. REDUCEs over the
+same loops that are ready together share one loop nest: an unrolled tile of accumulators (a register
+block) is updated by a single pass over the reduction axis.
 
 The program is a list of UOps:
   RANGE      opens a loop `for r in range(size)`          ENDRANGE closes it
-  DEFINE_ACC declares an accumulator (arg: id of the REDUCE's first RANGE)
-  ASSIGN     src (acc, value), arg: ALU op                REDUCE  reads the accumulator
-  STORE / LOAD / CONST / DEFINE_GLOBAL / ALU ops          each computes one value
+  DEFINE_ACC declares an accumulator, and reads it after its loops
+  ASSIGN     src (acc, value), arg: ALU op
+  STORE / LOAD / CONST / DEFINE_GLOBAL / VECTORIZE / GEP / ALU ops: each computes one value
 """
 from __future__ import annotations
 
-from tgfn.uop.ops import Ops, UOp, toposort
+from typing import Iterable
+
+from tgfn.dtype import DType
+from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 
 REDUCE_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
 
 
-def reduce_identity(op: Ops, dtype) -> object:
-  if op is Ops.MAX: return dtype.min
+def reduce_identity(op: Ops, dtype: DType) -> object:
+  if op is Ops.MAX: return dtype.scalar().min
   return REDUCE_IDENTITY[op]
 
 
+class _Reduction:
+  def __init__(self, op: Ops, values: tuple[UOp, ...], ranges: tuple[UOp, ...]):
+    self.op, self.values, self.ranges = op, values, ranges
+
+
+def _accumulators(ast: UOp) -> tuple[UOp, dict[UOp, _Reduction]]:
+  """The AST with each REDUCE replaced by a DEFINE_ACC, and what each accumulator accumulates."""
+  done: dict[UOp, UOp] = {}
+  reductions: dict[UOp, _Reduction] = {}
+  for node in toposort([ast]):
+    src = tuple(done[s] for s in node.src)
+    if node.op is Ops.REDUCE:
+      n_values = len(node.reduce_values)
+      init = UOp.const(node.dtype.scalar(), reduce_identity(node.arg, node.dtype))
+      if node.dtype.count > 1: init = UOp(Ops.VECTORIZE, node.dtype, (init,) * node.dtype.count)
+      acc = UOp(Ops.DEFINE_ACC, node.dtype, (init,), len(reductions))
+      reductions[acc] = _Reduction(node.arg, src[:n_values], src[n_values:])
+      done[node] = acc
+    else: done[node] = node if src == node.src else node.replace(src=src)
+  return done[ast], reductions
+
+
 class _Linearizer:
-  def __init__(self) -> None:
+  def __init__(self, reductions: dict[UOp, _Reduction]) -> None:
+    self.reductions = reductions
     self.program: list[UOp] = []
     self.placed: set[UOp] = set()
     self._deps: dict[UOp, frozenset[UOp]] = {}
+    self._accs_below: dict[UOp, frozenset[UOp]] = {}
+
+  def children(self, u: UOp) -> tuple[UOp, ...]:
+    """What must be computed before `u`: for an accumulator, the values it accumulates (and their loops)."""
+    red = self.reductions.get(u)
+    return u.src + red.values + red.ranges if red is not None else u.src
+
+  def order(self, roots: Iterable[UOp]) -> list[UOp]:
+    out: list[UOp] = []
+    seen: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(list(roots))]
+    while stack:
+      node, expanded = stack.pop()
+      if node in seen: continue
+      if expanded:
+        seen.add(node)
+        out.append(node)
+        continue
+      stack.append((node, True))
+      stack.extend((s, False) for s in reversed(self.children(node)) if s not in seen)
+    return out
 
   def deps(self, root: UOp) -> frozenset[UOp]:
     """The RANGEs whose loops must be open to compute `root`."""
-    if root in self._deps: return self._deps[root]
-    for u in toposort([root]):
-      if u in self._deps: continue
-      if u.op is Ops.RANGE: self._deps[u] = frozenset({u})
-      else:
-        out = frozenset().union(*(self._deps[s] for s in u.src))
-        self._deps[u] = out - frozenset(u.src[1:]) if u.op is Ops.REDUCE else out
+    if root not in self._deps:
+      for u in self.order([root]):
+        if u in self._deps: continue
+        if u.op is Ops.RANGE: self._deps[u] = frozenset({u})
+        elif (red := self.reductions.get(u)) is not None:
+          self._deps[u] = frozenset().union(*(self._deps[v] for v in red.values)) - frozenset(red.ranges)
+        else: self._deps[u] = frozenset().union(*(self._deps[s] for s in u.src))
     return self._deps[root]
 
-  def emit_scope(self, root: UOp, open_ranges: frozenset[UOp]) -> None:
-    for node in toposort([root]):
+  def accs_below(self, root: UOp) -> frozenset[UOp]:
+    """The accumulators `root` reads, directly or through other values."""
+    if root not in self._accs_below:
+      for u in self.order([root]):
+        if u in self._accs_below: continue
+        below = frozenset().union(*(self._accs_below[c] for c in self.children(u)))
+        self._accs_below[u] = below | {u} if u in self.reductions else below
+    return self._accs_below[root]
+
+  def emit_scope(self, roots: Iterable[UOp], open_ranges: frozenset[UOp]) -> None:
+    for node in self.order(roots):
       if node in self.placed or node.op is Ops.RANGE or not self.deps(node) <= open_ranges: continue
-      if node.op is Ops.REDUCE: self.emit_reduce(node, open_ranges)
+      if node in self.reductions: self.emit_reductions(self.group_for(node, open_ranges), open_ranges)
       else: self.place(node)
+
+  def group_for(self, acc: UOp, open_ranges: frozenset[UOp]) -> list[UOp]:
+    """`acc` and the other ready accumulators over the same loops that neither reads: one loop nest."""
+    ranges = set(self.reductions[acc].ranges)
+    group = [acc]
+    for other, red in self.reductions.items():
+      if other in self.placed or other is acc or set(red.ranges) != ranges or not self.deps(other) <= open_ranges:
+        continue
+      if any(g in self.accs_below(other) or other in self.accs_below(g) for g in group): continue
+      group.append(other)
+    return group
 
   def place(self, node: UOp) -> None:
     if node in self.placed: return
@@ -52,25 +121,32 @@ class _Linearizer:
     self.program.append(node)
     self.placed.add(node)
 
-  def emit_reduce(self, red: UOp, open_ranges: frozenset[UOp]) -> None:
-    value, ranges = red.src[0], red.src[1:]
-    self.emit_scope(value, open_ranges)  # hoist what does not depend on this reduction's loops
-    acc = UOp(Ops.DEFINE_ACC, red.dtype, (UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)),),
-              ranges[0].arg)
-    self.place(acc.src[0])
-    self.place(acc)
+  def emit_reductions(self, accs: list[UOp], open_ranges: frozenset[UOp]) -> None:
+    reds = [self.reductions[a] for a in accs]
+    ranges = sorted(reds[0].ranges, key=lambda r: r.arg[0])
+    # hoist what does not depend on these loops
+    self.emit_scope([v for red in reds for v in red.values], open_ranges)
+    for acc in accs:
+      self.emit_scope(acc.src, open_ranges)
+      self.place(acc)
     for rng in ranges: self.place(rng)
-    self.emit_scope(value, open_ranges | frozenset(ranges))
-    self.place(UOp(Ops.ASSIGN, None, (acc, value), red.arg))
-    for rng in reversed(ranges): self.place(UOp(Ops.ENDRANGE, None, (rng,)))
-    self.place(red)
+    inner = open_ranges | frozenset(ranges)
+    self.emit_scope([v for red in reds for v in red.values], inner)
+    # appended, not placed: an unrolled reduction may add the same value several times. Interleaved
+    # across the accumulators, so independent updates stand next to each other
+    for i in range(max(len(red.values) for red in reds)):
+      self.program.extend(UOp(Ops.ASSIGN, None, (acc, red.values[i]), red.op)
+                          for acc, red in zip(accs, reds) if i < len(red.values))
+    for rng in reversed(ranges): self.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
 
 
 def linearize(ast: UOp) -> list[UOp]:
   """Flatten a kernel SINK into a program list (see the module docstring)."""
-  lin = _Linearizer()
-  outer = sorted((u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast)), key=lambda r: r.arg)
+  ast, reductions = _accumulators(ast)
+  lin = _Linearizer(reductions)
+  outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast)]
+  outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
   for rng in outer: lin.place(rng)
-  lin.emit_scope(ast, frozenset(outer))
-  for rng in reversed(outer): lin.place(UOp(Ops.ENDRANGE, None, (rng,)))
+  lin.emit_scope([ast], frozenset(outer))
+  for rng in reversed(outer): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
   return [u for u in lin.program if u.op is not Ops.SINK]

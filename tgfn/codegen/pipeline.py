@@ -1,6 +1,13 @@
 """Kernel AST -> linear program: the codegen passes, in order."""
 from __future__ import annotations
 
+import os
+from typing import Optional
+
+from tgfn.codegen.blocking import block_long_reductions
+from tgfn.codegen.expand import expand
+from tgfn.codegen.heuristic import hand_coded_opts
+from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
@@ -21,7 +28,8 @@ def _compute_in_float32(x: UOp) -> UOp | None:
 
 def _reduce_in_float32(red: UOp) -> UOp | None:
   if red.dtype not in _HALF: return None
-  return UOp(Ops.REDUCE, dtypes.float32, (red.src[0].cast(dtypes.float32),) + red.src[1:], red.arg).cast(red.dtype)
+  values = tuple(v.cast(dtypes.float32) for v in red.reduce_values)
+  return UOp(Ops.REDUCE, dtypes.float32, values + red.reduce_ranges, red.arg).cast(red.dtype)
 
 
 promote_halves = PatternMatcher([
@@ -30,9 +38,27 @@ promote_halves = PatternMatcher([
 ])
 
 
-def codegen(ast: UOp, renderer: Renderer) -> list[UOp]:
+def codegen(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> list[UOp]:
+  """Simplify, widen halves, decompose transcendentals, block long reductions, then apply `opts` (by
+  default the hand-coded heuristic's, on renderers that take opts), expand them, and linearize."""
+  ast = scalar_passes(ast, renderer)
+  return optimize(ast, default_opts(ast, renderer) if opts is None else opts)
+
+
+def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
+  """Apply `opts` to a kernel that went through `scalar_passes`, expand them, and linearize."""
+  if opts: ast = graph_rewrite(expand(apply_opts(ast, opts)), symbolic)
+  return linearize(ast)
+
+
+def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   ast = graph_rewrite(ast, symbolic)
   ast = graph_rewrite(ast, promote_halves)
   if not renderer.has_transcendentals or force_decomposition():
     ast = graph_rewrite(ast, decompose_transcendentals + symbolic)
-  return linearize(ast)
+  return graph_rewrite(block_long_reductions(ast), symbolic)
+
+
+def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+  if not renderer.supports_opts or os.environ.get("NOOPT", "0") not in ("", "0"): return []
+  return hand_coded_opts(ast, renderer.vector_bytes, renderer.registers)

@@ -6,10 +6,12 @@ import math
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from tgfn.codegen.decompositions import force_decomposition
-from tgfn.codegen.pipeline import codegen
+from tgfn.codegen.opts import Opt
+from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
+from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Device
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
@@ -26,6 +28,7 @@ class CompiledKernel:
   source: str
   linear: list[UOp]
   flops: int
+  opts: list[Opt]          # the optimizations applied (tgfn/codegen/opts.py)
 
 
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
@@ -41,38 +44,47 @@ class Counters:
   kernels_compiled = 0
 
 
-_compiled: dict[tuple[str, UOp, bool], CompiledKernel] = {}
+_compiled: dict[tuple, CompiledKernel] = {}
 # lazy node -> BUFFER node holding its value, once realized
 _realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
 
 
+_NOT_FLOPS = (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP)
+
+
 def count_flops(linear: list[UOp]) -> int:
-  """ALU ops executed, counting each op once per iteration of the loops around it."""
+  """Float ALU ops executed (per vector lane), counting each op once per iteration of the loops around it.
+  A multiply-accumulate is two: its MUL and its ASSIGN, fused into one FMA or not."""
   flops, trips = 0, [1]
   for u in linear:
     if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: trips.pop()
-    elif u.op not in (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.REDUCE) and \
-        not (u.dtype is not None and u.dtype.is_int): flops += trips[-1]
+    elif u.op is Ops.ASSIGN: flops += trips[-1] * u.src[0].dtype.count
+    elif u.op not in _NOT_FLOPS and u.dtype is not None and not u.dtype.is_int:
+      flops += trips[-1] * u.dtype.count
   return flops
 
 
-def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
-  # TRANSCENDENTAL=2 changes what codegen emits for the same AST, so it is part of the key
-  key = (device, kernel.ast, force_decomposition())
+def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> CompiledKernel:
+  """Compile `kernel` for `device` with `opts` (default: the device's heuristic), once per process."""
+  # TRANSCENDENTAL=2 and STRICT_FLOAT=1 change what codegen emits for the same AST: part of the key
+  key = (device, kernel.ast, force_decomposition(), strict_float(), None if opts is None else tuple(opts))
   if key not in _compiled:
     dev = Device[device]
     if spec_enabled(): verify_kernel(kernel.ast)
-    linear = codegen(kernel.ast, dev.renderer)
+    ast = scalar_passes(kernel.ast, dev.renderer)
+    if opts is None: opts = default_opts(ast, dev.renderer)
+    linear = optimize(ast, opts)
     if spec_enabled(): verify_linear(linear)
     src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
-    if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
+    if DEBUG() >= 3:
+      print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
     if DEBUG() >= 4: print(src)
     if DEBUG() >= 5:
       for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
     program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
     Counters.kernels_compiled += 1
-    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
+    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear), list(opts))
   return _compiled[key]
 
 

@@ -8,6 +8,10 @@ from tgfn.uop.ops import UOp
 class Renderer:
   # a renderer without native exp2/log2/sin asks codegen to build them from basic arithmetic
   has_transcendentals: bool = True
+  # whether kernels are optimized (tgfn/codegen/opts.py) for this renderer, and what the target offers
+  supports_opts: bool = False
+  vector_bytes: int = 16
+  registers: int = 16
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
     raise NotImplementedError

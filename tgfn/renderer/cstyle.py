@@ -4,11 +4,12 @@ Constants, buffers and loop counters are spelled inline."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 from tgfn.dtype import DType, dtypes
 from tgfn.renderer import Renderer
-from tgfn.uop.ops import Ops, UOp
+from tgfn.codegen.policy import strict_float
+from tgfn.uop.ops import AxisType, Ops, UOp
 
 PRELUDE = """#include <math.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static inline unsigned short tg_f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
+"""
+
+THREAD_PRELUDE = """__attribute__((weak)) void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain) { body(ctx, 0, n); }
 """
 
 _FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
@@ -97,26 +101,42 @@ def c_unary(op: Ops, x: str, dtype: DType) -> str:
   return f"{_FLOAT_FN[op]}{suffix}({x})"
 
 
+def _lanewise(u: UOp, scalar: Callable[[Callable[[UOp], str]], str], ref: Callable[[UOp], str]) -> str:
+  """A vector op the C vector extensions cannot express exactly, computed lane by lane (gcc turns the
+  short loop back into vector instructions where the target has them)."""
+  lane_ref = lambda s: f"{ref(s)}[_l]" if s.dtype is not None and s.dtype.count > 1 else ref(s)  # noqa: E731
+  return (f"({{ {u.dtype.cname} _r; for (int _l = 0; _l < {u.dtype.count}; _l++) _r[_l] = {scalar(lane_ref)}; _r; }})")
+
+
+_NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
+
+
 class CStyleRenderer(Renderer):
-  """C with loops; subclasses for other C dialects change the kernel prefix and buffer qualifiers."""
+  """C with loops and GCC vector extensions; a THREAD axis is split over the CPU driver's worker pool."""
   kernel_prefix = "void"
   buffer_qualifier = " restrict"
+  supports_opts = True
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
     names: dict[UOp, str] = {}
-    accs: dict[object, str] = {}
     lines: list[str] = []
     indent = 1
     counter = 0
+    vectors: dict[str, DType] = {}
+    thread_range: Optional[UOp] = None
 
     def ref(u: UOp) -> str:
       if u.op is Ops.CONST: return c_const(u.arg, u.dtype)
       return names[u]
 
-    def declare(u: UOp, expr: str, prefix: str = "v") -> None:
+    def fresh(prefix: str) -> str:
       nonlocal counter
-      names[u] = f"{prefix}{counter}"
       counter += 1
+      return f"{prefix}{counter - 1}"
+
+    def declare(u: UOp, expr: str, prefix: str = "v") -> None:
+      names[u] = fresh(prefix)
+      if u.dtype.count > 1: vectors[u.dtype.name] = u.dtype
       lines.append("  " * indent + f"const {u.dtype.cname} {names[u]} = {expr};")
 
     for u in program:
@@ -124,38 +144,89 @@ class CStyleRenderer(Renderer):
       if op is Ops.CONST: continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"
       elif op is Ops.RANGE:
-        names[u] = f"ridx{counter}"
-        counter += 1
-        lines.append("  " * indent + f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
+        names[u] = fresh("ridx")
+        if u.kind is AxisType.THREAD:
+          thread_range = u
+          lines.append("  " * indent + f"for (long long {names[u]} = lo; {names[u]} < hi; {names[u]}++) {{")
+        else:
+          lines.append("  " * indent + f"for (long long {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
         indent += 1
       elif op is Ops.ENDRANGE:
         indent -= 1
         lines.append("  " * indent + "}")
       elif op is Ops.DEFINE_ACC:
-        names[u] = accs[u.arg] = f"acc{counter}"
-        counter += 1
+        names[u] = fresh("acc")
+        if u.dtype.count > 1: vectors[u.dtype.name] = u.dtype
         lines.append("  " * indent + f"{u.dtype.cname} {names[u]} = {ref(u.src[0])};")
-      elif op is Ops.ASSIGN:
-        acc, value = u.src
-        lines.append("  " * indent + f"{names[acc]} = {c_binary(u.arg, names[acc], ref(value), acc.dtype, value)};")
-      elif op is Ops.REDUCE: names[u] = accs[u.src[1].arg]
-      elif op is Ops.LOAD:
-        load = f"{ref(u.src[0])}[{ref(u.src[1])}]"
-        declare(u, load if len(u.src) == 2 else f"({ref(u.src[2])} ? {load} : {c_const(0, u.dtype)})", "val")
+      elif op is Ops.ASSIGN: lines.append("  " * indent + f"{names[u.src[0]]} = {self.render_accumulate(u, ref)};")
+      elif op is Ops.LOAD: declare(u, self.render_load(u, ref), "val")
       elif op is Ops.STORE:
-        lines.append("  " * indent + f"{ref(u.src[0])}[{ref(u.src[1])}] = {ref(u.src[2])};")
+        buf, idx, value = u.src
+        if value.dtype.count > 1: lines.append("  " * indent + f"*({value.dtype.cname}_u*)({ref(buf)} + {ref(idx)}) = {ref(value)};")
+        else: lines.append("  " * indent + f"{ref(buf)}[{ref(idx)}] = {ref(value)};")
       else: declare(u, self.render_alu(u, ref), "alu")
-    params = ", ".join(f"{'' if i == 0 else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}"
-                       for i, dt in enumerate(buffer_dtypes))
+    params = [f"{'' if i == 0 else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
     body = "\n".join(lines)
-    return f"{PRELUDE}{self.kernel_prefix} {name}({params}) {{\n{body}\n}}\n"
+    typedefs = "".join(f"typedef {dt.scalar().cname if not dt.is_bool else 'unsigned char'} {dt.cname} "
+                       f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
+                       f"typedef {dt.cname} {dt.cname}_u __attribute__((aligned({dt.itemsize})));\n"
+                       for dt in vectors.values())
+    if thread_range is None:
+      return f"{PRELUDE}{typedefs}{self.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
+    # the loop over the THREAD axis runs in chunks [lo, hi) on the worker pool: the kernel's arguments
+    # travel in a struct, and the entry point hands the body to tg_parallel_for
+    fields = "".join(f"  {p};\n" for p in params).replace(self.buffer_qualifier, "")
+    unpack = "".join(f"  {p} = ctx->data{i};\n" for i, p in enumerate(params))
+    n = thread_range.size
+    return (f"{PRELUDE}{THREAD_PRELUDE}{typedefs}struct {name}_ctx {{\n{fields}}};\n"
+            f"static void {name}_body(void *ctx_, long long lo, long long hi) {{\n"
+            f"  const struct {name}_ctx *ctx = ctx_;\n{unpack}{body}\n}}\n"
+            f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n"
+            f"  struct {name}_ctx ctx = {{{', '.join(f'data{i}' for i in range(len(params)))}}};\n"
+            f"  tg_parallel_for({name}_body, &ctx, {n}, {max(1, n // 16)});\n}}\n")
+
+  def render_load(self, u: UOp, ref: Callable[[UOp], str]) -> str:
+    buf, idx = ref(u.src[0]), ref(u.src[1])
+    load = f"*(const {u.dtype.cname}_u*)({buf} + {idx})" if u.dtype.count > 1 else f"{buf}[{idx}]"
+    if len(u.src) == 2: return load
+    zero = c_const(0, u.dtype.scalar())
+    if u.dtype.count > 1: zero = f"(({u.dtype.cname}){{{', '.join([zero] * u.dtype.count)}}})"
+    return f"({ref(u.src[2])} ? {load} : {zero})"
+
+  def render_accumulate(self, u: UOp, ref: Callable[[UOp], str]) -> str:
+    acc, value = u.src
+    dtype = acc.dtype.scalar()
+    # the float policy lets a reduction fuse its multiply-add (one rounding instead of two)
+    fma = u.arg is Ops.ADD and value.op is Ops.MUL and dtype.is_float and not strict_float()
+    fn = "__builtin_fma" + ("f" if dtype is not dtypes.float64 else "")
+    if acc.dtype.count == 1:
+      if fma: return f"{fn}({ref(value.src[0])}, {ref(value.src[1])}, {ref(acc)})"
+      return c_binary(u.arg, ref(acc), ref(value), dtype, value)
+    if fma:
+      a, b = (f"{ref(s)}[_l]" if s.dtype.count > 1 else ref(s) for s in value.src)
+      return (f"({{ {acc.dtype.cname} _r; for (int _l = 0; _l < {acc.dtype.count}; _l++) "
+              f"_r[_l] = {fn}({a}, {b}, {ref(acc)}[_l]); _r; }})")
+    if u.arg in (Ops.ADD, Ops.MUL) and not dtype.is_bool: return f"({ref(acc)} {_NATIVE_VECTOR[u.arg]} {ref(value)})"
+    return _lanewise(acc, lambda r: c_binary(u.arg, r(acc), r(value), dtype, value), ref)
 
   def render_alu(self, u: UOp, ref: Callable[[UOp], str]) -> str:
     op, srcs = u.op, u.src
-    if op is Ops.CAST: return c_cast(ref(srcs[0]), srcs[0].dtype, u.dtype)
-    if op is Ops.BITCAST:
-      return f"({{ {u.dtype.cname} _b; {srcs[0].dtype.cname} _a = {ref(srcs[0])}; memcpy(&_b, &_a, sizeof _b); _b; }})"
-    if op is Ops.WHERE: return f"({ref(srcs[0])} ? {ref(srcs[1])} : {ref(srcs[2])})"
-    if len(srcs) == 1: return c_unary(op, ref(srcs[0]), u.dtype)
-    return c_binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype, srcs[1])
+    if op is Ops.VECTORIZE: return f"(({u.dtype.cname}){{{', '.join(ref(s) for s in srcs)}}})"
+    if op is Ops.GEP: return f"{ref(srcs[0])}[{u.arg}]"
+    if u.dtype.count > 1:
+      scalar = u.dtype.scalar()
+      if op in _NATIVE_VECTOR and srcs[0].dtype.count > 1 and not scalar.is_bool and \
+          (scalar.is_float or scalar.itemsize >= 4):
+        return f"({ref(srcs[0])} {_NATIVE_VECTOR[op]} {ref(srcs[1])})"
+      if op is Ops.FDIV: return f"({ref(srcs[0])} / {ref(srcs[1])})"
+      return _lanewise(u, lambda r: self.render_scalar_alu(u, r, scalar), ref)
+    return self.render_scalar_alu(u, ref, u.dtype)
 
+  def render_scalar_alu(self, u: UOp, ref: Callable[[UOp], str], dtype: DType) -> str:
+    op, srcs = u.op, u.src
+    if op is Ops.CAST: return c_cast(ref(srcs[0]), srcs[0].dtype.scalar(), dtype)
+    if op is Ops.BITCAST:
+      return f"({{ {dtype.cname} _b; {srcs[0].dtype.scalar().cname} _a = {ref(srcs[0])}; memcpy(&_b, &_a, sizeof _b); _b; }})"
+    if op is Ops.WHERE: return f"({ref(srcs[0])} ? {ref(srcs[1])} : {ref(srcs[2])})"
+    if len(srcs) == 1: return c_unary(op, ref(srcs[0]), dtype)
+    return c_binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype.scalar(), srcs[1])

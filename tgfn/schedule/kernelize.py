@@ -3,7 +3,9 @@
 Fusion rule: a node gets its own kernel (a buffer) only when it must:
   - it is an output being realized, CONTIGUOUS, or feeds a COPY;
   - it is a reduction whose result is broadcast (an EXPAND above it, through movement and elementwise
-    ops): computing it inside the consumer would redo the whole reduction for every broadcast element.
+    ops): computing it inside the consumer would redo the whole reduction for every broadcast element;
+  - it is a computed value broadcast inside a reduction's loop (the operand of a contraction: random
+    draws, an activation's derivative): inlined, it would be recomputed for every multiply-add.
 Everything else -- elementwise chains, movement ops, reductions consumed where they are -- is inlined
 into the kernel that needs it. Movement ops never make kernels: they only change index expressions.
 
@@ -15,12 +17,11 @@ and REDUCE_AXIS opens fresh RANGEs for its reduced axes. Realized inputs become 
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from tgfn.dtype import dtypes
-from tgfn.uop.ops import GroupOp, Ops, UOp, substitute, toposort, unique_id
+from tgfn.uop.ops import AxisType, GroupOp, Ops, UOp, substitute, toposort, unique_id
 
 _IDX = dtypes.index
 # values that arrive in buffers: realized data, and (inside jit) the inputs of the traced function
@@ -48,6 +49,12 @@ def _and(a: Optional[UOp], b: Optional[UOp]) -> Optional[UOp]:
   return a.logical_and(b)
 
 
+def _computed_base(node: UOp) -> UOp:
+  """The value a chain of movement ops moves (what to materialize instead of one of its views)."""
+  while node.op in GroupOp.Movement: node = node.src[0]
+  return node
+
+
 def find_realize_points(outs: list[UOp]) -> set[UOp]:
   """The tensor-level nodes that get a buffer of their own (see the module docstring)."""
   nodes = toposort(outs)
@@ -55,17 +62,39 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
   for n in nodes:
     if n.op is Ops.CONTIGUOUS: realize.add(n)
     if n.op is Ops.COPY: realize.update((n, n.src[0]) if n.src[0].op not in _INPUTS else (n,))
+  parents: dict[UOp, list[UOp]] = {}
   for n in nodes:
-    if n.op is Ops.EXPAND and math.prod(n.shape) != math.prod(n.src[0].shape):
-      stack = [n.src[0]]
-      seen: set[UOp] = set()
-      while stack:
-        x = stack.pop()
-        if x in seen or x in realize or x.op in _INPUTS: continue
-        seen.add(x)
-        if x.op is Ops.REDUCE_AXIS: realize.add(x)
-        else: stack.extend(x.src)
+    for s in n.src: parents.setdefault(s, []).append(n)
+  # consumers first, so whether a node is computed inside a reduction's loop is known when it is reached
+  in_reduction: dict[UOp, bool] = {}
+  for n in reversed(nodes):
+    in_reduction[n] = any(p.op is Ops.REDUCE_AXIS or (in_reduction[p] and p not in realize) for p in parents.get(n, ()))
+    if n.op is not Ops.EXPAND or math.prod(n.shape) == math.prod(n.src[0].shape): continue
+    stack = [n.src[0]]
+    seen: set[UOp] = set()
+    while stack:
+      x = stack.pop()
+      if x in seen or x in realize or x.op in _INPUTS: continue
+      seen.add(x)
+      if x.op is Ops.REDUCE_AXIS: realize.add(x)
+      else: stack.extend(x.src)
+    # a computed value broadcast inside a reduction (the operand of a contraction) would be recomputed
+    # for every multiply-add: compute it once into a buffer
+    base = _computed_base(n.src[0])
+    if in_reduction[n] and base.op not in _INPUTS and _computes(base, realize): realize.add(base)
   return realize
+
+
+def _computes(node: UOp, realize: set[UOp]) -> bool:
+  """Whether `node` does any ALU work of its own (down to realized values and inputs)."""
+  seen, stack = set(), [node]
+  while stack:
+    x = stack.pop()
+    if x in seen or (x in realize and x is not node) or x.op in _INPUTS: continue
+    seen.add(x)
+    if x.op in GroupOp.ALU or x.op is Ops.REDUCE_AXIS: return True
+    stack.extend(x.src)
+  return False
 
 
 @dataclass
@@ -75,12 +104,18 @@ class LoweredKernel:
   buffers: list[UOp]       # tensor-level nodes bound to DEFINE_GLOBAL 0, 1, ...: output first
 
 
+_Key = tuple  # (node, index tuple, gate): one value to lower
+_Plan = Union[UOp, tuple[list[_Key], Callable[[list[UOp]], UOp]]]
+
+
 class _Lowerer:
+  """Lowers with an explicit stack, not recursion: elementwise chains can be thousands of ops deep."""
   def __init__(self, root: UOp, realized: set[UOp]):
     self.root, self.realized = root, realized
     self.buffers: list[UOp] = [root]
     self.globals: dict[UOp, UOp] = {}
-    self.memo: dict[tuple, UOp] = {}
+    self.memo: dict[_Key, UOp] = {}
+    self.plans: dict[_Key, _Plan] = {}
     self.has_reduce = False
 
   def global_for(self, node: UOp) -> UOp:
@@ -91,36 +126,56 @@ class _Lowerer:
     return self.globals[node]
 
   def lower(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
-    key = (node, idx, gate)
-    if key not in self.memo: self.memo[key] = self._lower(node, idx, gate)
-    return self.memo[key]
+    root: _Key = (node, idx, gate)
+    stack = [root]
+    while stack:
+      key = stack[-1]
+      if key in self.memo:
+        stack.pop()
+        continue
+      if key not in self.plans: self.plans[key] = self._plan(*key)
+      plan = self.plans[key]
+      if isinstance(plan, UOp):
+        self.memo[key] = plan
+        stack.pop()
+        continue
+      children, combine = plan
+      missing = [c for c in children if c not in self.memo]
+      if missing:
+        stack.extend(missing)
+        continue
+      self.memo[key] = combine([self.memo[c] for c in children])
+      stack.pop()
+    return self.memo[root]
 
-  def _lower(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> UOp:
+  def _plan(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> _Plan:
+    """A leaf's lowered value, or the (node, index, gate) keys to lower first and how to combine them."""
     op, arg = node.op, node.arg
     if (node is not self.root and node in self.realized) or op in _INPUTS:
       src = (self.global_for(node), linear_index(idx, node.shape)) + ((gate,) if gate is not None else ())
       return UOp(Ops.LOAD, node.dtype, src)
     if op is Ops.CONST: return UOp.const(node.dtype, arg)
-    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return self.lower(node.src[0], idx, gate)
-    if op in GroupOp.ALU: return UOp(op, node.dtype, tuple(self.lower(s, idx, gate) for s in node.src))
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return [(node.src[0], idx, gate)], lambda v: v[0]
+    if op in GroupOp.ALU: return [(s, idx, gate) for s in node.src], lambda v: UOp(op, node.dtype, tuple(v))
     src_shape = node.src[0].shape
+    same = lambda v: v[0]  # noqa: E731
     if op is Ops.RESHAPE:
       linear = linear_index(idx, node.shape)
       new = tuple(UOp.const(_IDX, 0) if n == 1 else (linear // st) % n
                   for st, n in zip(strides_for(src_shape), src_shape))
-      return self.lower(node.src[0], new, gate)
+      return [(node.src[0], new, gate)], same
     if op is Ops.PERMUTE:
       new = [None] * len(idx)
       for out_axis, in_axis in enumerate(arg): new[in_axis] = idx[out_axis]
-      return self.lower(node.src[0], tuple(new), gate)
+      return [(node.src[0], tuple(new), gate)], same
     if op is Ops.EXPAND:
       new = tuple(UOp.const(_IDX, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src_shape, arg))
-      return self.lower(node.src[0], new, gate)
+      return [(node.src[0], new, gate)], same
     if op is Ops.SHRINK:
-      return self.lower(node.src[0], tuple(i + start for i, (start, _) in zip(idx, arg)), gate)
+      return [(node.src[0], tuple(i + start for i, (start, _) in zip(idx, arg)), gate)], same
     if op is Ops.FLIP:
       new = tuple((n - 1) - i if axis in arg else i for axis, (i, n) in enumerate(zip(idx, src_shape)))
-      return self.lower(node.src[0], new, gate)
+      return [(node.src[0], new, gate)], same
     if op is Ops.PAD:
       valid: Optional[UOp] = None
       new = []
@@ -128,38 +183,33 @@ class _Lowerer:
         if lo: valid = _and(valid, i.lt(lo).ne(True))
         if hi: valid = _and(valid, i.lt(lo + n))
         new.append(i - lo if lo else i)
-      inner = self.lower(node.src[0], tuple(new), _and(gate, valid))
-      return inner if valid is None else valid.where(inner, UOp.const(node.dtype, 0))
+      if valid is None: return [(node.src[0], tuple(new), gate)], same
+      return [(node.src[0], tuple(new), _and(gate, valid))], lambda v: valid.where(v[0], UOp.const(node.dtype, 0))
     if op is Ops.REDUCE_AXIS:
       alu_op, axes = arg
       ranges, new = [], list(idx)
       for axis in axes:
         if src_shape[axis] == 1: continue
-        rng = UOp(Ops.RANGE, _IDX, (UOp.const(_IDX, src_shape[axis]),), unique_id())
+        rng = UOp.range(src_shape[axis], unique_id(), AxisType.REDUCE)
         ranges.append(rng)
         new[axis] = rng
-      value = self.lower(node.src[0], tuple(new), gate)
-      if not ranges: return value
+      if not ranges: return [(node.src[0], tuple(new), gate)], same
       self.has_reduce = True
-      return UOp(Ops.REDUCE, node.dtype, (value, *ranges), alu_op)
+      return [(node.src[0], tuple(new), gate)], lambda v: UOp(Ops.REDUCE, node.dtype, (v[0], *ranges), alu_op)
     raise NotImplementedError(f"lowering of {op} is not implemented")
 
 
 def lower_kernel(root: UOp, realized: set[UOp]) -> LoweredKernel:
   """Lower the computation of `root` (with `realized` nodes read from buffers) to a kernel AST."""
-  # lowering recurses once per op in the kernel: allow the depth of long elementwise chains (Python 3.11+
-  # calls Python functions without growing the C stack, so a high limit is safe)
-  sys.setrecursionlimit(max(sys.getrecursionlimit(), 50_000))
   lowerer = _Lowerer(root, realized)
   shape = root.shape
-  idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp(Ops.RANGE, _IDX, (UOp.const(_IDX, n),), unique_id())
-              for n in shape)
+  idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp.range(n, unique_id(), AxisType.GLOBAL) for n in shape)
   value = lowerer.lower(root, idx, None)
   out = lowerer.global_for(root)
   ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, linear_index(idx, shape), value)),))
   # number the loops 0, 1, 2... so the same computation always gives the same AST (and hits caches)
-  ranges = sorted((u for u in toposort([ast]) if u.op is Ops.RANGE), key=lambda r: r.arg)
-  ast = substitute(ast, {r: r.replace(arg=i) for i, r in enumerate(ranges)})
+  ranges = sorted((u for u in toposort([ast]) if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  ast = substitute(ast, {r: r.replace(arg=(i, r.kind)) for i, r in enumerate(ranges)})
   prefix = "r" if lowerer.has_reduce else "E"
   name = "_".join([prefix] + [str(n) for n in shape]) if shape else prefix
   return LoweredKernel(name, ast, lowerer.buffers)

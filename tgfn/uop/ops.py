@@ -55,17 +55,35 @@ class Ops(Enum):
   WHERE = auto()
   # ---- kernel level
   DEFINE_GLOBAL = auto()  # arg: buffer slot number; dtype: element dtype
-  RANGE = auto()          # src: (size CONST,); arg: unique id
-  LOAD = auto()           # src: (DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, gate)
-  STORE = auto()          # src: (DEFINE_GLOBAL, index, value)
-  REDUCE = auto()         # src: (value, *RANGEs); arg: ALU op (ADD, MUL, MAX)
+  RANGE = auto()          # src: (size CONST,); arg: (unique id, AxisType)
+  LOAD = auto()           # src: (DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, gate); a vector dtype with
+                          # a scalar index loads that many consecutive elements
+  STORE = auto()          # src: (DEFINE_GLOBAL, index, value); a vector value stores consecutive elements
+  REDUCE = auto()         # src: (*values, *RANGEs); arg: ALU op (ADD, MUL, MAX). The values are combined
+                          # into the accumulator in order, once per iteration of the ranges
   SINK = auto()           # groups the stores of a kernel
+  VECTORIZE = auto()      # src: n scalars -> one value of the n-lane vector dtype
+  GEP = auto()            # src: (vector,); arg: lane -> that lane, a scalar
   # ---- linear program level
   ENDRANGE = auto()       # src: (RANGE,)
-  DEFINE_ACC = auto()     # src: (initial CONST,); arg: unique id
-  ASSIGN = auto()         # src: (DEFINE_ACC, new value)
+  DEFINE_ACC = auto()     # src: (initial CONST,); arg: number within the kernel. Also stands for the final
+                          # value of its reduction, after the loops
+  ASSIGN = auto()         # src: (DEFINE_ACC, new value); arg: ALU op: acc = acc <op> value
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+
+
+class AxisType(Enum):
+  """What a kernel loop axis is for; the optimizer changes kinds as it splits axes (tgfn/codegen/opts.py)."""
+  GLOBAL = auto()   # an output axis: a loop whose iterations are independent
+  THREAD = auto()   # the output axis whose iterations are split among the worker threads
+  REDUCE = auto()   # a reduction loop
+  UPCAST = auto()   # an output axis unrolled into several values held at once (a tile in registers)
+  UNROLL = auto()   # a reduction axis unrolled: the values are accumulated in their original order
+  VECTOR = auto()   # the lanes of a vector value (an output axis, or a reduction axis whose lanes are
+                    # combined at the end: a reordering the float policy must allow)
+
+  def __repr__(self) -> str: return f"AxisType.{self.name}"
 
 
 class GroupOp:
@@ -164,6 +182,23 @@ class UOp:
   def logical_and(self, x: UOp) -> UOp: return self.alu(Ops.AND, x)
   def where(self, a: UOp, b: UOp) -> UOp: return self.alu(Ops.WHERE, a, b)
   def cast(self, dtype: DType) -> UOp: return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+
+  # ---- kernel-level structure
+  @staticmethod
+  def range(size: int, rid: int, kind: AxisType) -> UOp:
+    return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (rid, kind))
+  @property
+  def size(self) -> int: return self.src[0].arg  # a RANGE's trip count
+  @property
+  def kind(self) -> AxisType: return self.arg[1]  # a RANGE's AxisType
+  @property
+  def reduce_values(self) -> tuple[UOp, ...]:
+    """A REDUCE's values (its sources before the trailing RANGEs; there is always at least one)."""
+    n = len(self.src)
+    while n > 1 and self.src[n - 1].op is Ops.RANGE: n -= 1
+    return self.src[:n]
+  @property
+  def reduce_ranges(self) -> tuple[UOp, ...]: return self.src[len(self.reduce_values):]
   __hash__ = object.__hash__
 
   # ---- tensor-level shape and device
@@ -208,6 +243,8 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
   full = (dt.min, dt.max) if dt is not None and not dt.is_float else (-math.inf, math.inf)
   if u.op is Ops.CONST: return (u.arg, u.arg)
   if u.op is Ops.RANGE: return (0, u.src[0].arg - 1)
+  if u.op is Ops.VECTORIZE and dt is not None and not dt.is_float:
+    return (min(s.vmin for s in u.src), max(s.vmax for s in u.src))
   if u.op in GroupOp.Comparison or (dt is dtypes.bool): return (False, True) if u.op is not Ops.CONST else full
   if not u.src or dt is None or dt.is_float: return full
   s = [x.vmin_vmax for x in u.src]

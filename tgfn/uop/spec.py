@@ -78,7 +78,7 @@ def verify_kernel(ast: UOp) -> None:
     elif u.op is Ops.RANGE:
       if u.src[0].op is not Ops.CONST: _fail(u, "RANGE bound must be a constant")
     elif u.op is Ops.REDUCE:
-      if not all(r.op is Ops.RANGE for r in u.src[1:]): _fail(u, "REDUCE closes RANGEs only")
+      if len(u.reduce_values) != 1 or not u.reduce_ranges: _fail(u, "REDUCE accumulates one value over RANGEs")
     elif u.op in GroupOp.ALU: _check_alu_dtypes(u)
     elif u.op not in (Ops.SINK, Ops.DEFINE_GLOBAL, Ops.CONST): _fail(u, "not a kernel-level op")
 

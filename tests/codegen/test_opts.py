@@ -1,0 +1,108 @@
+"""Optimized kernels equal the reference interpreter: the heuristic's opt list and random other opt
+lists, on a corpus of kernel shapes (contractions both ways, elementwise with casts and selects,
+reductions along each axis, gathers through flips and pads, several dtypes)."""
+import random
+
+import numpy as np
+import pytest
+
+import tgfn.numpy as tnp
+from tgfn.codegen.opts import Opt, OptError, OptOps, apply_opts, kernel_axes
+from tgfn.codegen.pipeline import optimize
+from tgfn.engine import realize as realize_mod
+from tgfn.uop.ops import AxisType
+
+
+def _data(shape, dtype, seed):
+  rng = np.random.default_rng(seed)
+  if np.dtype(dtype).kind == "f": return rng.standard_normal(shape).astype(dtype)
+  return rng.integers(-50, 50, shape).astype(dtype)
+
+
+CASES = {
+  "matmul": (lambda a, b: a @ b, [((8, 32), "float32"), ((32, 32), "float32")]),
+  "matmul_bT": (lambda a, b: a @ b.T, [((16, 32), "float32"), ((24, 32), "float32")]),
+  "matmul_f64": (lambda a, b: a @ b, [((4, 16), "float64"), ((16, 16), "float64")]),
+  "matmul_int": (lambda a, b: a @ b, [((8, 16), "int32"), ((16, 16), "int32")]),
+  "batched": (lambda a, b: tnp.einsum("bij,bjk->bik", a, b), [((2, 4, 8), "float32"), ((2, 8, 16), "float32")]),
+  "elementwise": (lambda a, b: tnp.where(a > b, a * 2 - b, tnp.maximum(a, b)), [((4, 32), "float32"), ((4, 32), "float32")]),
+  "casts": (lambda a, b: (a.astype(tnp.int32) * 3 + b) // 7, [((2, 48), "float32"), ((2, 48), "int32")]),
+  "transcendental": (lambda a, b: tnp.exp(a) + tnp.sqrt(tnp.abs(b)), [((16, 16), "float32"), ((16, 16), "float32")]),
+  "row_sum": (lambda a, b: (a * b).sum(1), [((8, 64), "float32"), ((8, 64), "float32")]),
+  "col_sum": (lambda a, b: (a * b).sum(0), [((64, 16), "float32"), ((64, 16), "float32")]),
+  "row_max": (lambda a, b: tnp.max(a - b, axis=1), [((8, 32), "float32"), ((8, 32), "float32")]),
+  "full_sum": (lambda a, b: (a + b).sum(), [((16, 32), "float32"), ((16, 32), "float32")]),
+  "flip_pad": (lambda a, b: tnp.pad(a[:, ::-1], ((0, 0), (8, 8))) + tnp.pad(b, ((0, 0), (8, 8))), [((4, 16), "float32"), ((4, 16), "float32")]),
+  "transpose": (lambda a, b: a.T * 2 + b, [((16, 8), "int64"), ((8, 16), "int64")]),
+  "softmax": (lambda a, b: tnp.exp(a - a.max(1, keepdims=True)) / tnp.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True) + b,
+              [((4, 32), "float32"), ((4, 32), "float32")]),
+}
+
+
+def _run(case: str, device: str, monkeypatch, choose_opts=None) -> np.ndarray:
+  fn, specs = CASES[case]
+  monkeypatch.setenv("DEV", device)
+  monkeypatch.setattr(realize_mod, "_compiled", {})
+  if choose_opts is not None: monkeypatch.setattr(realize_mod, "default_opts", choose_opts)
+  args = [tnp.array(_data(shape, dtype, seed)) for seed, (shape, dtype) in enumerate(specs)]
+  return np.asarray(fn(*args))
+
+
+def _compare(got: np.ndarray, want: np.ndarray) -> None:
+  assert got.dtype == want.dtype and got.shape == want.shape
+  if got.dtype.kind == "f": np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)  # the float policy
+  else: np.testing.assert_array_equal(got, want)
+
+
+def _random_opts(seed: int):
+  """A `default_opts` that draws a valid opt list per kernel from the action space."""
+  rng = random.Random(seed)
+  def choose(ast, renderer):
+    axes = kernel_axes(ast)
+    actions = [Opt(op, axis, amount) for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.VECTOR)
+               for axis in range(len(axes)) for amount in (2, 3, 4, 8)] + \
+              [Opt(OptOps.THREAD, axis) for axis in range(len(axes))]
+    rng.shuffle(actions)
+    chosen: list[Opt] = []
+    for opt in actions:
+      if len(chosen) == 4: break
+      try:
+        optimize(apply_opts(ast, []), chosen + [opt]) and chosen.append(opt)
+      except OptError:
+        pass
+    return chosen
+  return choose
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_heuristic_kernels_equal_the_reference(case, monkeypatch):
+  _compare(_run(case, "CPU", monkeypatch), _run(case, "PYTHON", monkeypatch))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_random_opt_lists_equal_the_reference(case, monkeypatch):
+  want = _run(case, "PYTHON", monkeypatch)
+  for seed in range(3):
+    _compare(_run(case, "CPU", monkeypatch, _random_opts(seed)), want)
+
+
+def test_heuristic_tiles_and_vectorizes_a_matmul(monkeypatch):
+  monkeypatch.setattr(realize_mod, "_compiled", {})
+  a, b = tnp.ones((64, 64)), tnp.ones((64, 64))
+  (kernel,) = __import__("tgfn").jit(lambda a, b: a @ b).lower(a, b).kernels
+  ops = {o.op for o in kernel.opts}
+  assert {OptOps.VECTOR, OptOps.UPCAST, OptOps.UNROLL} <= ops, kernel.opts
+  assert "__builtin_fma" in kernel.source and "vector_size" in kernel.source
+
+
+def test_opts_are_checked():
+  from tgfn.schedule.schedule import create_schedule
+  x = tnp.ones((6, 10)).realize()
+  ast = create_schedule([(x * 2).sum(1).uop])[-1].kernel.ast
+  axes = kernel_axes(ast)
+  assert [a.kind for a in axes] == [AxisType.GLOBAL, AxisType.REDUCE]
+  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.UPCAST, 0, 4)])
+  with pytest.raises(OptError, match="UNROLL needs a reduction"): apply_opts(ast, [Opt(OptOps.UNROLL, 0, 2)])
+  with pytest.raises(OptError, match="only an output axis"): apply_opts(ast, [Opt(OptOps.THREAD, 1)])
+  with pytest.raises(OptError, match="has 2 axes"): apply_opts(ast, [Opt(OptOps.UPCAST, 5, 2)])
+  assert repr(Opt(OptOps.UNROLL, 1, 5)) == "Opt(UNROLL, 1, 5)"

@@ -1,0 +1,97 @@
+"""The hand-coded optimizer: a good opt list for a kernel without searching.
+
+It reads the kernel's memory access pattern -- each load's stride along each axis -- and picks:
+  - a VECTOR axis: the output axis that the store and some load walk contiguously (elementwise
+    kernels, the columns of a matmul), else (when the float policy allows reordering) a reduction
+    axis that the loads walk contiguously (row sums, dot products of rows);
+  - a register tile for reductions: UPCAST the axes along which some operand does not change, so each
+    value loaded is used for several outputs (a matmul's 2-D block of accumulators), within the
+    register budget;
+  - UNROLL of the innermost reduction axis (accumulated in the original order);
+  - THREAD on the outermost output axis when the kernel does enough work to pay for waking threads.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from tgfn.codegen.opts import VECTOR_DTYPES, Opt, OptOps, kernel_axes
+from tgfn.codegen.policy import strict_float
+from tgfn.uop.ops import AxisType, Ops, UOp, toposort
+from tgfn.uop.symbolic import split_sum
+
+# a kernel doing fewer scalar iterations than this runs on the calling thread: waking the pool costs
+# about as much as this work (measured in bench/pool_overhead.py)
+THREAD_MIN_WORK = 1 << 17
+
+
+def stride(idx: UOp, rng: UOp) -> Optional[int]:
+  """How far `idx` moves when `rng` steps by one: 0 if it does not depend on rng, None if not affine."""
+  terms, _ = split_sum(idx)
+  coeff = 0
+  for term, c in terms:
+    if term is rng: coeff += c
+    elif rng in toposort([term]): return None
+  return coeff
+
+
+def _largest_divisor(size: int, choices: tuple[int, ...]) -> int:
+  return next((c for c in choices if size % c == 0), 1)
+
+
+def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
+  nodes = toposort([ast])
+  buffers = [u for u in nodes if u.op is Ops.DEFINE_GLOBAL]
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  axes = kernel_axes(ast)
+  out_axes = [i for i, a in enumerate(axes) if a.kind is AxisType.GLOBAL]
+  red_axes = [i for i, a in enumerate(axes) if a.kind is AxisType.REDUCE]
+  opts: list[Opt] = []
+  sizes = [a.size for a in axes]
+
+  width = 1
+  if buffers and all(b.dtype in VECTOR_DTYPES for b in buffers) and len(stores) == 1:
+    width = vector_bytes // max(b.dtype.itemsize for b in buffers)
+  store_idx = stores[0].src[1] if stores else None
+
+  def contiguous_loads(axis: int) -> int:
+    return sum(1 for ld in loads if stride(ld.src[1], axes[axis]) == 1)
+
+  def invariant_loads(axis: int) -> int:
+    return sum(1 for ld in loads if stride(ld.src[1], axes[axis]) == 0)
+
+  vector_axis = None
+  if width > 1:
+    last_out = out_axes[-1] if out_axes else None
+    if last_out is not None and sizes[last_out] % width == 0 and stride(store_idx, axes[last_out]) == 1 and \
+        (not red_axes or contiguous_loads(last_out)):
+      vector_axis = last_out
+    elif red_axes and not strict_float() and sizes[red_axes[-1]] % width == 0 and contiguous_loads(red_axes[-1]):
+      vector_axis = red_axes[-1]
+  if vector_axis is not None:
+    opts.append(Opt(OptOps.VECTOR, vector_axis, width))
+    sizes[vector_axis] //= width
+
+  if red_axes:
+    # a register tile: upcast output axes along which some load does not move (its value is reused)
+    budget = max(1, registers - 4)
+    tile = 1
+    for axis in reversed(out_axes):
+      if not invariant_loads(axis): continue
+      cap = 2 if axis == vector_axis else budget // tile  # a vector axis: two vectors wide is enough
+      amount = _largest_divisor(sizes[axis], tuple(a for a in (8, 6, 4, 3, 2) if a <= cap))
+      if amount > 1:
+        opts.append(Opt(OptOps.UPCAST, axis, amount))
+        sizes[axis] //= amount
+        tile *= amount
+    last_red = red_axes[-1]
+    unroll = _largest_divisor(sizes[last_red], (4, 2))
+    if unroll > 1 and sizes[last_red] > unroll:
+      opts.append(Opt(OptOps.UNROLL, last_red, unroll))
+      sizes[last_red] //= unroll
+
+  work = math.prod(a.size for a in axes) * max(1, len(loads))
+  threadable = [i for i in out_axes if sizes[i] >= 2]
+  if work >= THREAD_MIN_WORK and threadable: opts.append(Opt(OptOps.THREAD, threadable[0]))
+  return opts
