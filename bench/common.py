@@ -317,7 +317,9 @@ class Row:
 def cell_text(row: Row, fw: str) -> str:
   if fw not in row.cells: return "skipped" if not row.skips.get(fw, "n/a").startswith("n/a") else "—"
   first, *rest = row.cells[fw]
-  extra = "; ".join(f"{c['label']} {fmt_num(c['value'])}" for c in rest)
+  # a variant whose label starts with "%" is a percentage ("13% of copy"); others read "label value"
+  extra = "; ".join(f"{fmt_num(c['value'])}{c['label']}" if c["label"].startswith("%") else
+                    f"{c['label']} {fmt_num(c['value'])}" for c in rest)
   return fmt_num(first["value"]) + (f" ({extra})" if extra else "")
 
 
