@@ -108,6 +108,24 @@ def method_lines(args: argparse.Namespace, started: str) -> list[str]:
   ]
 
 
+def write_report(args: argparse.Namespace, started: str, seconds: float, results: list[dict], planned: int) -> None:
+  rows = [r for res in results for r in res["rows"]]
+  progress = "" if len(results) == planned else f"IN PROGRESS: {len(results)} of {planned} workloads done. "
+  lines = ["# Performance", "",
+           f"Written by `python bench/run_all.py{' --quick' if args.quick else ''}` ({seconds:.0f} s). {progress}"
+           f"{'QUICK MODE: few repetitions, rough figures. ' if args.quick else ''}"
+           "fp32, CPU, medians. Figures are per framework's primary variant; variants in parentheses.", "",
+           *markdown_tables(rows), "", "## Targets (from the performance issue)", "", *target_lines(rows), "",
+           *method_lines(args, started), "", "## Details", ""]
+  for res in results:
+    ok = "ok" if res["rc"] == 0 else f"**failed (exit {res['rc']})**"
+    lines.append(f"### `bench/{res['name']}.py` — {ok}, {res['seconds']:.0f} s, load average "
+                 f"{res['load'][0]:.2f} → {res['load'][1]:.2f}")
+    lines += ["", *detail_lines(res["rows"]), ""]
+  Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+  Path(args.out).write_text("\n".join(lines))
+
+
 def git_commit() -> str:
   try:
     out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -130,22 +148,10 @@ def main():
   unknown = set(names) - set(WORKLOADS)
   if unknown: raise SystemExit(f"--only: unknown workloads {sorted(unknown)}; expected some of {', '.join(WORKLOADS)}")
   started, t0 = machine_info(), time.perf_counter()
-  results = [run_workload(n, args) for n in names]
-  rows = [r for res in results for r in res["rows"]]
-
-  lines = ["# Performance", "",
-           f"Written by `python bench/run_all.py{' --quick' if args.quick else ''}` "
-           f"({time.perf_counter() - t0:.0f} s). {'QUICK MODE: few repetitions, rough figures. ' if args.quick else ''}"
-           "fp32, CPU, medians. Figures are per framework's primary variant; variants in parentheses.", "",
-           *markdown_tables(rows), "", "## Targets (from the performance issue)", "", *target_lines(rows), "",
-           *method_lines(args, started), "", "## Details", ""]
-  for res in results:
-    ok = "ok" if res["rc"] == 0 else f"**failed (exit {res['rc']})**"
-    lines.append(f"### `bench/{res['name']}.py` — {ok}, {res['seconds']:.0f} s, load average "
-                 f"{res['load'][0]:.2f} → {res['load'][1]:.2f}")
-    lines += ["", *detail_lines(res["rows"]), ""]
-  Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-  Path(args.out).write_text("\n".join(lines))
+  results = []
+  for n in names:  # the file is rewritten after every workload, so an interrupted run still leaves tables
+    results.append(run_workload(n, args))
+    write_report(args, started, time.perf_counter() - t0, results, len(names))
   print(f"\nwrote {args.out}")
   failed = [res["name"] for res in results if res["rc"] != 0]
   if failed: raise SystemExit(f"failed workloads: {', '.join(failed)}")
