@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import FRAMEWORKS, REPO_ROOT, Row, detail_lines, machine_info, markdown_tables, numpy_blas, version_of
+from common import FRAMEWORKS, REPO_ROOT, Row, detail_lines, fmt_num, machine_info, markdown_tables, numpy_blas, version_of
 
 BENCH = Path(__file__).resolve().parent
 # in the order of the table; the extras (conv net, fusions) last
@@ -58,7 +58,8 @@ def target_lines(rows: list[Row]) -> list[str]:
       continue
     ratio = mine / theirs
     met = ratio >= factor if row.higher_is_better else ratio <= factor
-    out.append(f"| {row.work} | {what} | {mine:.3g} | {theirs:.3g} ({peer}) | {ratio:.2g} | {'yes' if met else '**no**'} |")
+    out.append(f"| {row.work} | {what} | {fmt_num(mine)} | {fmt_num(theirs)} ({peer}) | {fmt_num(ratio)} | "
+               f"{'yes' if met else '**no**'} |")
   return out
 
 

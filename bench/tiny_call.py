@@ -80,7 +80,7 @@ def main():
   print(machine_info())
   x_np = np.arange(N, dtype=np.float32)
   want = x_np * 2 + 1
-  eager, jitted = rep.row("eager `x*2+1` on 16 floats", "µs"), rep.row("jitted `x*2+1`, result ready", "µs")
+  eager, jitted = rep.row("eager `x*2+1` on 16 floats, µs", "µs"), rep.row("jitted `x*2+1`, result ready, µs", "µs")
   calls = {}
   for fw, setup in SETUPS.items():
     mod, desc = rep.load(fw)

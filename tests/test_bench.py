@@ -16,11 +16,11 @@ def test_run_all_quick_writes_tables(tmp_path):
   text = out.read_text()
   number = r"[0-9][0-9,.]*"
   # summary: tgfn and numpy measured, jax not selected, numpy has no jitted figure
-  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats \| {number} \| skipped \| {number} \| skipped \| skipped \|$",
+  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats, µs \| {number} \| skipped \| {number} \| skipped \| skipped \|$",
                    text, re.M), text
-  assert re.search(rf"^\| jitted `x\*2\+1`, result ready \| {number} \(jit, result kept {number}\) \| skipped \| — \|",
+  assert re.search(rf"^\| jitted `x\*2\+1`, result ready, µs \| {number} \(jit, result kept {number}\) \| skipped \| — \|",
                    text, re.M), text
   # ratio table: tgfn / numpy for the eager row; the method and the per-workload details are there
-  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats \| lower \| — \| {number} \|", text, re.M), text
+  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats, µs \| lower \| — \| {number} \|", text, re.M), text
   assert "## Method" in text and "### `bench/tiny_call.py` — ok" in text
   assert "jax: skipped: not selected (--frameworks)" in text
