@@ -23,8 +23,11 @@ if "numpy" in sys.modules:  # too late to change which kernel OpenBLAS picks
         file=sys.stderr)
 REMOVED_ENV = {k: os.environ.pop(k) for k in OPENBLAS_VARS if k in os.environ}
 
+import argparse  # noqa: E402
 import datetime  # noqa: E402
+import gc  # noqa: E402
 import importlib  # noqa: E402
+import json  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import platform  # noqa: E402
@@ -79,6 +82,37 @@ def time_calls(fn: Callable[[], Any], reps: int, warmup: int = 3, max_seconds: O
     samples.append(clock() - t0)
     if deadline is not None and i + 1 >= min_reps and clock() > deadline: break
   return Timing(samples)
+
+
+def interleave(calls: dict[str, Callable[[], Any]], rounds: int, reps: int, round_seconds: float,
+               warmup: int = 1) -> dict[str, Union[Timing, str]]:
+  """Time several frameworks side by side: `warmup` untimed calls each (compiles), then `rounds` rounds
+  in which every framework in turn makes up to `reps` timed calls (at least 1, stopping once
+  `round_seconds` are spent). The samples of all rounds are pooled per framework. Interleaving spreads a
+  slow period of a shared machine over all frameworks instead of penalising one. A framework that
+  raises is dropped from later rounds; its entry is then the reason (a string)."""
+  out: dict[str, Union[Timing, str]] = {}
+  live = {}
+  for name, fn in calls.items():
+    try:
+      for _ in range(warmup): fn()
+      live[name], out[name] = fn, Timing([])
+    except Exception as e:
+      out[name] = error_text(e)
+  for _ in range(rounds):
+    for name, fn in list(live.items()):
+      gc.collect()
+      try:
+        out[name] = out[name].merge(time_calls(fn, reps, warmup=0, max_seconds=round_seconds, min_reps=1))
+      except Exception as e:
+        out[name] = error_text(e)
+        del live[name]
+  return out
+
+
+def error_text(e: BaseException) -> str:
+  first = str(e).splitlines()[0][:200] if str(e) else ""
+  return f"{type(e).__name__}: {first}"
 
 
 # ----------------------------------------------------------------------------------------------- peers
@@ -210,3 +244,145 @@ def print_table(title: str, rows: list[tuple[str, Union[Timing, str]]], unit: st
     print(f"  {name:<34} {fmt_time(t.median, unit):>12} {fmt_time(t.p10, unit):>10} {fmt_time(t.p90, unit):>10} "
           f"{t.n:>7} {ratio:>9}")
   print(f"  (x {baseline} = framework median / {baseline} median: above 1 means slower than {baseline})")
+
+
+# --------------------------------------------------------------------- workload results (for run_all)
+
+FRAMEWORKS = ("tgfn", "jax", "numpy", "torch", "tinygrad")  # the column order of every table
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def bench_parser(doc: str) -> argparse.ArgumentParser:
+  """The options every workload script shares; a script adds its own."""
+  ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+  ap.add_argument("--quick", action="store_true", help="few repetitions: proves the script runs; rough figures")
+  ap.add_argument("--frameworks", default=",".join(FRAMEWORKS),
+                  help=f"comma-separated subset of {','.join(FRAMEWORKS)} (others are skipped)")
+  ap.add_argument("--json", help="also write the result rows to this file as JSON (bench/run_all.py reads it)")
+  return ap
+
+
+def fmt_num(v: float) -> str:
+  if v >= 1000: return f"{v:,.0f}"
+  if v >= 100: return f"{v:.0f}"
+  if v >= 10: return f"{v:.1f}"
+  return f"{v:.2f}" if v >= 1 else f"{v:.3g}"
+
+
+class Row:
+  """One line of the summary table: a piece of work, its unit, and per framework one primary figure
+  (its column) plus optional variants (shown in parentheses, e.g. torch.compile next to torch eager)."""
+
+  def __init__(self, work: str, unit: str, higher_is_better: bool):
+    self.work, self.unit, self.higher_is_better = work, unit, higher_is_better
+    self.cells: dict[str, list[dict]] = {}
+    self.skips: dict[str, str] = {}
+
+  def add(self, fw: str, label: str, value: float, p10: Optional[float] = None, p90: Optional[float] = None,
+          n: Optional[int] = None) -> None:
+    """The first figure added for `fw` is its primary one; later ones are variants."""
+    self.cells.setdefault(fw, []).append({"label": label, "value": value, "p10": p10, "p90": p90, "n": n})
+
+  def add_timing(self, fw: str, label: str, t: Union[Timing, str], amount: Optional[float] = None) -> None:
+    """A Timing in the row's unit: a time unit directly, else `amount` per second (FLOP/1e9 for GFLOP/s,
+    bytes/1e9 for GB/s) -- the median throughput is amount / median time, and p10/p90 swap sides. A
+    string is a skip reason."""
+    if isinstance(t, str) or not t.n: return self.skip(fw, t if isinstance(t, str) else "no timed calls")
+    if self.unit in TIME_UNITS:
+      s = TIME_UNITS[self.unit]
+      return self.add(fw, label, t.median / s, t.p10 / s, t.p90 / s, t.n)
+    if amount is None: raise ValueError(f"Row {self.work!r}: unit {self.unit!r} is not a time; pass amount=")
+    rate = lambda ns: amount / (ns / 1e9)  # noqa: E731
+    self.add(fw, label, rate(t.median), rate(t.p90), rate(t.p10), t.n)
+
+  def skip(self, fw: str, reason: str) -> None:
+    if fw not in self.cells: self.skips.setdefault(fw, reason)
+
+  def not_applicable(self, fw: str, why: str) -> None:
+    """The framework has no such thing (NumPy has no jit): a dash in the table, not 'skipped'."""
+    self.skip(fw, f"n/a: {why}")
+
+  def primary(self, fw: str) -> Optional[float]:
+    return self.cells[fw][0]["value"] if fw in self.cells else None
+
+  def to_dict(self) -> dict: return dict(vars(self))
+
+  @classmethod
+  def from_dict(cls, d: dict) -> Row:
+    r = cls(d["work"], d["unit"], d["higher_is_better"])
+    r.cells, r.skips = d["cells"], d["skips"]
+    return r
+
+
+def cell_text(row: Row, fw: str) -> str:
+  if fw not in row.cells: return "skipped" if not row.skips.get(fw, "n/a").startswith("n/a") else "—"
+  first, *rest = row.cells[fw]
+  # a variant whose label starts with "%" is a percentage ("13% of copy"); others read "label value"
+  extra = "; ".join(f"{fmt_num(c['value'])}{c['label']}" if c["label"].startswith("%") else
+                    f"{c['label']} {fmt_num(c['value'])}" for c in rest)
+  return fmt_num(first["value"]) + (f" ({extra})" if extra else "")
+
+
+def ratio_text(row: Row, peer: str) -> str:
+  """tgfn's figure / the peer's, primary figures only."""
+  a, b = row.primary("tgfn"), row.primary(peer)
+  if a is None or b is None or b == 0: return "—"
+  return f"{a / b:.2g}" if a / b < 10 else f"{a / b:.0f}"
+
+
+def markdown_tables(rows: list[Row], frameworks: tuple[str, ...] = FRAMEWORKS) -> list[str]:
+  """The summary table (figures per framework) and the ratio table (tgfn / each peer)."""
+  peers = [f for f in frameworks if f != "tgfn"]
+  out = ["| work | " + " | ".join(frameworks) + " |", "|---|" + "---:|" * len(frameworks)]
+  for r in rows: out.append(f"| {r.work} | " + " | ".join(cell_text(r, f) for f in frameworks) + " |")
+  out += ["", "tgfn ÷ peer, primary figures (GFLOP/s, GB/s: above 1 = tgfn faster; times and MiB: below 1 = "
+          "tgfn faster / smaller):", "",
+          "| work | better | " + " | ".join(f"tgfn ÷ {p}" for p in peers) + " |", "|---|---|" + "---:|" * len(peers)]
+  for r in rows:
+    out.append(f"| {r.work} | {'higher' if r.higher_is_better else 'lower'} | "
+               + " | ".join(ratio_text(r, p) for p in peers) + " |")
+  return out
+
+
+def detail_lines(rows: list[Row]) -> list[str]:
+  """Every figure with its spread (p10-p90 in the row's unit) and sample count; then why a peer was skipped."""
+  out = []
+  for r in rows:
+    out.append(f"- **{r.work}**")
+    for fw, cells in r.cells.items():
+      for c in cells:
+        spread = f", p10–p90 {fmt_num(c['p10'])}–{fmt_num(c['p90'])}" if c["p10"] is not None else ""
+        n = f", n={c['n']}" if c["n"] is not None else ""
+        out.append(f"  - {fw} ({c['label']}): {fmt_num(c['value'])} {r.unit}{spread}{n}")
+    for fw, why in r.skips.items(): out.append(f"  - {fw}: skipped: {why}")
+  return out
+
+
+class Report:
+  """The rows a workload script measured: printed as tables at the end, written as JSON with --json."""
+
+  def __init__(self, args: argparse.Namespace):
+    self.args, self.rows = args, []
+    self.frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    unknown = set(self.frameworks) - set(FRAMEWORKS)
+    if unknown: raise SystemExit(f"--frameworks: unknown {sorted(unknown)}; expected a subset of {FRAMEWORKS}")
+
+  def wants(self, fw: str) -> bool: return fw in self.frameworks
+
+  def row(self, work: str, unit: str, higher_is_better: bool = False) -> Row:
+    self.rows.append(Row(work, unit, higher_is_better))
+    return self.rows[-1]
+
+  def finish(self) -> None:
+    print("\n" + "\n".join(markdown_tables(self.rows)))
+    print("\n" + "\n".join(detail_lines(self.rows)))
+    if self.args.json:
+      Path(self.args.json).write_text(json.dumps({"machine": machine_info(), "rows": [r.to_dict() for r in self.rows]}))
+
+  def load(self, fw: str) -> tuple[Optional[Any], str]:
+    """(module, description) of a framework this run includes, or (None, why not); prints either."""
+    if not self.wants(fw): mod, desc = None, "not selected (--frameworks)"
+    else: mod, desc = import_peer(fw)
+    if mod is None: skipped(fw, desc)
+    else: print(f"  {fw}: {desc}")
+    return mod, desc

@@ -16,20 +16,19 @@ all:
 
 Each step is timed on its own (time.perf_counter_ns; parameters/loss ready at the end); the batch is
 moved to the framework before the clock starts. Reported: the first step (which compiles) on its own,
-the MEDIAN of the other steps with p10/p90, steps/s = 1 / median, total wall time of the training loop
-(first step, batch conversion, everything; the final evaluation excluded) and the final test
-accuracy on the 359 test images. Frameworks run one after the other in this one process.
+the MEDIAN of the other steps with p10/p90, steps/s = 1 / median, the time spent in each framework's
+steps and batch conversions (first step included) and the final test accuracy on the 359 test images.
+All frameworks train in this one process, interleaved step by step (step i of each in turn).
 
-Run: python bench/digits_train.py [--epochs 20] [--only tgfn,jax,torch,tinygrad]
+Run: python bench/digits_train.py [--quick] [--epochs 20] [--frameworks tgfn,jax,torch,tinygrad]
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
 
-import argparse
 import time
 
 import numpy as np
 
-from common import Timing, fmt_time, import_peer, machine_info, skipped
+from common import Report, Timing, bench_parser, error_text, fmt_time, import_peer, machine_info, skipped
 
 SIZES = (64, 128, 128, 10)
 BATCH = 64
@@ -252,26 +251,33 @@ class TinygradRunner:
 RUNNERS = {"tgfn": TgfnRunner, "jax": JaxRunner, "torch": TorchRunner, "tinygrad": TinygradRunner}
 
 
-def train(runner, xtr, ytr, order):
-  """Run every step; (first step ns, Timing of the others, total wall s of the loop)."""
+def train(runners: dict, xtr, ytr, order) -> dict:
+  """Run every step, interleaved: step i of each framework in turn, so a slow period of the shared
+  machine hits all of them. {name: (first step ns, Timing of the others, seconds spent in its steps and
+  batch conversions)}."""
   clock = time.perf_counter_ns
-  samples = []
-  start = clock()
+  samples = {n: [] for n in runners}
+  spent = dict.fromkeys(runners, 0)
   for idx in order:
-    x, y = runner.put(xtr[idx], ytr[idx])
-    t0 = clock()
-    runner.step(x, y)
-    samples.append(clock() - t0)
-  total = (clock() - start) / 1e9
-  return samples[0], Timing(samples[1:]), total
+    for name, runner in runners.items():
+      start = clock()
+      x, y = runner.put(xtr[idx], ytr[idx])
+      t0 = clock()
+      runner.step(x, y)
+      t1 = clock()
+      samples[name].append(t1 - t0)
+      spent[name] += t1 - start
+  return {n: (s[0], Timing(s[1:]), spent[n] / 1e9) for n, s in samples.items()}
 
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap = bench_parser(__doc__)
   ap.add_argument("--epochs", type=int, default=20)
   ap.add_argument("--seed", type=int, default=0)
-  ap.add_argument("--only", default="tgfn,jax,torch,tinygrad")
   args = ap.parse_args()
+  if args.quick: args.epochs = 1
+  rep = Report(args)
+  row = rep.row("the main job (`bench/digits_train.py`), ms per step", "ms")
 
   xtr, ytr, xte, yte = load_data()
   init = init_params(args.seed)
@@ -279,40 +285,28 @@ def main():
   print(f"digits_train: {'-'.join(map(str, SIZES))} ReLU MLP, Adam lr {LR}, batch {BATCH}, {args.epochs} epochs "
         f"({len(order)} steps) on {len(xtr)} train / {len(xte)} test digits; same init and batch order for all")
   print(machine_info())
-  results = []
-  for name in args.only.split(","):
-    mod, desc = import_peer(name)
-    if mod is None:
-      skipped(name, desc)
-      results.append((name, desc))
-      continue
+  runners = {}
+  for name in ("tgfn", "jax", "torch", "tinygrad"):
+    mod, desc = rep.load(name)
     try:
-      runner = RUNNERS[name](init, xte, yte)
-      first, t, total = train(runner, xtr, ytr, order)
-      acc, loss = runner.accuracy(), runner.last_loss()
+      if mod is not None: runners[name] = RUNNERS[name](init, xte, yte)
+      else: row.skip(name, desc)
     except Exception as e:
-      why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-      skipped(name, why)
-      results.append((name, why))
-      continue
-    print(f"  {runner.label:<34} [{desc}] last loss {loss:.4f}, test accuracy {acc:.4f}, "
-          f"first step {first / 1e6:.1f} ms, total {total:.1f} s")
-    results.append((runner.label, (acc, first, t, total)))
+      skipped(name, error_text(e))
+      row.skip(name, error_text(e))
+  row.not_applicable("numpy", "no hand-written Adam training here")
+  results = train(runners, xtr, ytr, order)
 
-  base = next((r for n, r in results if n.startswith("tgfn") and not isinstance(r, str)), None)
-  print(f"\n{'framework':<34} {'test acc':>8} {'1st step ms':>11} {'median ms':>9} {'p10':>7} {'p90':>7} "
-        f"{'steps/s':>8} {'total s':>7} {'x tgfn step':>11} {'x tgfn total':>12}")
-  for name, r in results:
-    if isinstance(r, str):
-      print(f"{name:<34} skipped: {r}")
-      continue
-    acc, first, t, total = r
-    rs = f"{t.median / base[2].median:.3g}" if base else "n/a"
-    rt = f"{total / base[3]:.3g}" if base else "n/a"
-    print(f"{name:<34} {acc:>8.4f} {first / 1e6:>11.1f} {fmt_time(t.median, 'ms'):>9} {fmt_time(t.p10, 'ms'):>7} "
-          f"{fmt_time(t.p90, 'ms'):>7} {1e9 / t.median:>8.1f} {total:>7.1f} {rs:>11} {rt:>12}")
-  print("(median/p10/p90 over all steps but the first; steps/s = 1 / median; total = the whole training loop; "
-        "x tgfn = framework / tgfn, above 1: slower than tgfn)")
+  print(f"\n{'framework':<34} {'test acc':>8} {'last loss':>9} {'1st step ms':>11} {'median ms':>9} {'p10':>7} "
+        f"{'p90':>7} {'steps/s':>8} {'total s':>7}")
+  for name, (first, t, total) in results.items():
+    r = runners[name]
+    print(f"{r.label:<34} {r.accuracy():>8.4f} {r.last_loss():>9.4f} {first / 1e6:>11.1f} {fmt_time(t.median, 'ms'):>9} "
+          f"{fmt_time(t.p10, 'ms'):>7} {fmt_time(t.p90, 'ms'):>7} {1e9 / t.median:>8.1f} {total:>7.1f}")
+    row.add_timing(name, r.label.split(" ", 1)[1].strip("()"), t)
+  print("(median/p10/p90 over all steps but the first; steps/s = 1 / median; total = time in this framework's "
+        "steps and batch conversions, first step included)")
+  rep.finish()
 
 
 if __name__ == "__main__":

@@ -16,15 +16,13 @@ Correctness first: every framework starts from the same initial parameters and b
 the loss at the parameters after those 3 steps (the loss the 4th step reports) and the parameters
 themselves are compared with a float64 NumPy reference. tgfn must agree within 1e-4 relative.
 
-Timing: each framework runs `--warmup` untimed steps, then up to `--reps` steps, each timed on its
-own with time.perf_counter_ns (parameters and loss ready at the end of each), stopping early once
-`--seconds` have been spent (at least 3 steps). The MEDIAN step time is reported with p10/p90 and the
-number of steps it is over. Frameworks run one after the other in this one process (torch.compile
-excepted). tgfn's matmuls are currently naive C loops (a later issue brings BLAS-speed kernels), so a
-tgfn step takes on the order of a second and gets few repetitions; the defaults keep the whole script
-to a few minutes.
+Timing: each framework runs `--warmup` untimed steps, then `--rounds` interleaved rounds (every
+framework in turn, for `--round-seconds` each, at least one step), each step timed on its own with
+time.perf_counter_ns (parameters and loss ready at the end of each); samples pooled, MEDIAN reported.
+torch.compile runs afterwards in its own subprocess (its warm-up may exceed any budget), for up to
+`--reps` steps or `--seconds`; it is reported as a variant next to torch eager.
 
-Run: python bench/mlp_step.py [--seconds 20] [--reps 100] [--only tgfn,jax,...] [--no-torch-compile]
+Run: python bench/mlp_step.py [--quick] [--frameworks tgfn,numpy] [--rounds 5] [--no-torch-compile]
 Peak memory of the same step: bench/mlp_memory.py.
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
@@ -37,7 +35,7 @@ import time
 
 import numpy as np
 
-from common import Timing, import_peer, machine_info, print_table, skipped, time_calls
+from common import Report, Timing, bench_parser, error_text, import_peer, interleave, machine_info, skipped, time_calls
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -327,35 +325,33 @@ def run_torch_compile(args):
 # ----------------------------------------------------------------------------------------------- main
 
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--reps", type=int, default=100, help="timed steps per framework (at most)")
-  ap.add_argument("--seconds", type=float, default=20.0, help="time budget per framework (at least 3 steps)")
+  ap = bench_parser(__doc__)
+  ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+  ap.add_argument("--round-seconds", type=float, default=2.0, help="time per framework per round (at least 1 step)")
+  ap.add_argument("--reps", type=int, default=100, help="torch.compile worker: timed steps (at most)")
+  ap.add_argument("--seconds", type=float, default=10.0, help="torch.compile worker: time budget")
   ap.add_argument("--warmup", type=int, default=2, help="untimed steps before timing (after the 4 checked)")
-  ap.add_argument("--only", default="tgfn,jax,tinygrad,torch,torch.compile,numpy")
-  ap.add_argument("--no-torch-compile", action="store_true")
+  ap.add_argument("--no-torch-compile", action="store_true", help="(also implied by --quick)")
   ap.add_argument("--compile-limit", type=float, default=60.0, help="skip torch.compile past this warm-up")
   ap.add_argument("--torch-compile-worker", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.torch_compile_worker: return torch_compile_worker(args)
-  only = args.only.split(",")
-  if args.no_torch_compile and "torch.compile" in only: only.remove("torch.compile")
+  if args.quick: args.rounds, args.round_seconds, args.warmup, args.no_torch_compile = 1, 0.1, 0, True
+  rep = Report(args)
 
   print(f"mlp_step: SGD step of a {'-'.join(map(str, SIZES))} ReLU MLP, softmax cross-entropy, batch {BATCH}, "
         f"lr {LR}, float32 ({param_count():,} parameters, {step_flops() / 1e9:.2f} GFLOP of matmul per step)")
   print(machine_info())
+  row = rep.row(f"MLP {'-'.join(map(str, SIZES))} SGD step, batch {BATCH}, ms", "ms")
   P, X, Y = make_problem()
   ref = reference(P, X, Y)
   print(f"\ncorrectness: 3 steps from the same parameters and batch; float64 NumPy reference losses "
         f"{', '.join(f'{v:.6f}' for v in ref[0])}; loss after 3 steps {ref[2]:.7f}")
-  runners, skips = {}, {}
-  rows = []
-  for name in only:
-    if name in skips: rows.append((name, skips[name]))
-    if name == "torch.compile": continue
-    mod, desc = import_peer(name)
+  runners = {}
+  for name in ("tgfn", "jax", "numpy", "torch", "tinygrad"):
+    mod, desc = rep.load(name)
     if mod is None:
-      skipped(name, desc)
-      skips[name] = desc
+      row.skip(name, desc)
       continue
     try:
       t0 = time.perf_counter()
@@ -363,33 +359,24 @@ def main():
       losses, final, lerr, perr = check(runner, ref)
       first = time.perf_counter() - t0
     except Exception as e:
-      skips[name] = f"{type(e).__name__}: {str(e)[:200]}"
-      skipped(name, skips[name])
+      row.skip(name, error_text(e))
+      skipped(name, error_text(e))
       continue
     ok = lerr <= 1e-4 and perr <= 1e-4
     print(f"  {runner.label:<34} losses {', '.join(f'{v:.6f}' for v in losses)}; after 3 steps {final:.7f} "
           f"(rel. err {lerr:.1e}; params max rel. err {perr:.1e}) {'OK' if ok else 'MISMATCH (> 1e-4)'}"
-          f"  [{desc}; build+compile+4 steps {first:.1f} s]")
-    runners[name] = runner
+          f"  [build+compile+4 steps {first:.1f} s]")
+    if ok: runners[name] = runner
+    else: row.skip(name, f"wrong result: loss rel. err {lerr:.1e}, params {perr:.1e}")
 
-  print(f"\ntiming: {args.warmup} warm-up steps, then up to {args.reps} steps or {args.seconds:.0f} s per framework")
-  rows = []
-  for name in only:
-    if name in skips: rows.append((name, skips[name]))
-    if name == "torch.compile":
-      torch, why = import_peer("torch")
-      rows.append(("torch.compile (loss; AOTAutograd)", why if torch is None else run_torch_compile(args)))
-      continue
-    if name not in runners: continue
-    r = runners[name]
-    rows.append((r.label, time_calls(r.step, reps=args.reps, warmup=args.warmup, max_seconds=args.seconds)))
-    print(f"  {r.label}: {rows[-1][1].n} steps timed")
-
-  print_table("median step time, milliseconds", rows, unit="ms")
-  base = next((t for n, t in rows if n.startswith("tgfn") and isinstance(t, Timing)), None)
-  if base:
-    print(f"  tgfn: {step_flops() / base.median:.2f} GFLOP/s of matmul work (naive C loops; BLAS-speed kernels are "
-          f"a later issue)")
+  print(f"\ntiming: {args.warmup} warm-up steps, then {args.rounds} interleaved rounds of {args.round_seconds:.0f} s")
+  times = interleave({n: r.step for n, r in runners.items()}, args.rounds, 1000, args.round_seconds, args.warmup)
+  for name, t in times.items(): row.add_timing(name, runners[name].label.split(" ", 1)[1].strip("()"), t)
+  if "torch" in runners and not args.no_torch_compile:
+    res = run_torch_compile(args)
+    if isinstance(res, str): print(f"  torch.compile: skipped: {res}")
+    else: row.add_timing("torch", "torch.compile", res)
+  rep.finish()
 
 
 if __name__ == "__main__":

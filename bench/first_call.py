@@ -1,0 +1,107 @@
+"""Seconds to the first result of the jitted MLP step (bench/mlp_step.py), empty vs warm disk cache.
+
+A new process pays for tracing, compiling and running the step once before the first result. Each
+measurement runs in its own fresh subprocess, with the framework already imported and the parameters
+and batch already created; the clock covers only the first call of the jitted step, result ready:
+
+  tgfn      tgfn.jit(step, donate_argnums=0), kernels cached under TGFN_CACHE_DIR
+  jax       jax.jit(step, donate_argnums=0), persistent compilation cache in jax_compilation_cache_dir
+            (every entry cached: min compile time 0 s, min entry size 0)
+  tinygrad  TinyJit step (its first call runs eagerly and compiles every kernel); CACHEDB=<dir>/cache.db
+
+"empty" uses a new, empty cache folder; "warm" runs again on the folder the empty run just filled. Per
+round: for each framework, one empty then one warm run; --rounds rounds interleave the frameworks;
+MEDIAN reported. NumPy and PyTorch eager compile nothing (dash); torch.compile's first call takes 10-20
+s and is not measured here.
+
+Run: python bench/first_call.py [--quick] [--rounds 3] [--frameworks tgfn,jax,tinygrad]
+"""
+import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import Report, Timing, bench_parser, import_peer, machine_info
+
+
+def cache_env(fw: str, folder: str) -> dict:
+  env = dict(os.environ)
+  if fw == "tgfn": env["TGFN_CACHE_DIR"] = folder
+  if fw == "tinygrad": env["CACHEDB"] = os.path.join(folder, "cache.db")
+  return env
+
+
+def worker(fw: str, folder: str) -> None:
+  """Subprocess body: import, build, then time the first step; one JSON line out."""
+  mod, desc = import_peer(fw)
+  if mod is None:
+    print(json.dumps({"skip": desc}))
+    return
+  if fw == "jax":
+    for k, v in (("jax_compilation_cache_dir", folder), ("jax_persistent_cache_min_compile_time_secs", 0.0),
+                 ("jax_persistent_cache_min_entry_size_bytes", 0)):
+      mod.config.update(k, v)
+  from mlp_step import RUNNERS, make_problem
+  runner = RUNNERS[fw](*make_problem())
+  t0 = time.perf_counter_ns()
+  runner.step()
+  if fw == "tinygrad": runner.loss.realize()
+  print(json.dumps({"ns": time.perf_counter_ns() - t0, "loss": runner.last_loss()}))
+
+
+def measure(fw: str, folder: str) -> dict:
+  out = subprocess.run([sys.executable, __file__, "--worker", fw, "--cache", folder], env=cache_env(fw, folder),
+                       capture_output=True, text=True, timeout=600)
+  lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+  if out.returncode or not lines:
+    return {"skip": f"worker failed (rc {out.returncode}): {(out.stderr.strip().splitlines() or ['?'])[-1][:200]}"}
+  return json.loads(lines[-1])
+
+
+def main():
+  ap = bench_parser(__doc__)
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--worker", help=argparse.SUPPRESS)
+  ap.add_argument("--cache")
+  args = ap.parse_args()
+  if args.worker: return worker(args.worker, args.cache)
+  if args.quick: args.rounds = 1
+  rep = Report(args)
+  print("first_call: first call of the jitted 784-512-512-10 MLP SGD step (batch 256), fresh process each")
+  print(machine_info())
+  rows = {"empty": rep.row("first call of the jitted MLP step, empty disk cache, s", "s"),
+          "warm": rep.row("the same with a warm disk cache, s", "s")}
+  for row in rows.values():
+    row.not_applicable("numpy", "eager, compiles nothing")
+    row.not_applicable("torch", "eager compiles nothing; torch.compile not measured (10-20 s)")
+  fws = [fw for fw in ("tgfn", "jax", "tinygrad") if rep.wants(fw)]
+  for fw in ("tgfn", "jax", "tinygrad"):
+    if fw not in fws:
+      for row in rows.values(): row.skip(fw, "not selected (--frameworks)")
+  samples = {(fw, k): [] for fw in fws for k in rows}
+  with tempfile.TemporaryDirectory(prefix="bench-first-call-") as top:
+    for r in range(args.rounds):
+      for fw in list(fws):
+        folder = os.path.join(top, f"{fw}-{r}")
+        os.makedirs(folder)
+        for kind in rows:
+          res = measure(fw, folder)
+          if "skip" in res:
+            print(f"  {fw} ({kind}): skipped: {res['skip']}")
+            for row in rows.values(): row.skip(fw, res["skip"])
+            fws.remove(fw)
+            break
+          samples[(fw, kind)].append(res["ns"])
+          print(f"  round {r + 1} {fw:<9} {kind:<6} cache: {res['ns'] / 1e9:.3f} s (loss {res['loss']:.5f})")
+  for (fw, kind), s in samples.items():
+    if s and fw in fws: rows[kind].add_timing(fw, "jit", Timing(s))
+  rep.finish()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,79 @@
+"""float32 matmul C = A @ B of square matrices, GFLOP/s (2 n³ flops per product), per framework.
+
+  tgfn      tgfn.jit(lambda a, b: a @ b)(a, b).block_until_ready()
+  jax       jax.jit(lambda a, b: a @ b)(a, b).block_until_ready()          (XLA CPU: Eigen / oneDNN)
+  numpy     a @ b                                                          (OpenBLAS)
+  torch     a @ b, eager                                                   (MKL / oneDNN)
+  tinygrad  TinyJit(lambda a, b: (a @ b).realize()), DEV=CPU               (its default opts, no BEAM)
+
+Each framework's result is checked against a float64 NumPy product first (max |diff| <= 1e-4 x max
+|ref|). Timing: one warm-up call (compiles), then --rounds interleaved rounds of up to --round-seconds
+each (at least one call per round; a slow framework's 2048² product takes seconds), samples pooled,
+MEDIAN reported; GFLOP/s = 2 n³ / median. Threads: each framework uses its own default (tgfn: one).
+
+Run: python bench/matmul.py [--quick] [--sizes 1024,2048] [--rounds 3] [--round-seconds 2]
+"""
+import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
+
+import numpy as np
+
+from common import Report, bench_parser, interleave, machine_info
+
+
+def products(fw, mod, a, b):
+  """A zero-argument function computing the product with its result ready."""
+  if fw == "tgfn":
+    import tgfn.numpy as tnp
+    ta, tb, f = tnp.array(a), tnp.array(b), mod.jit(lambda x, y: x @ y)
+    return lambda: f(ta, tb).block_until_ready()
+  if fw == "jax":
+    ja, jb, f = mod.numpy.asarray(a), mod.numpy.asarray(b), mod.jit(lambda x, y: x @ y)
+    return lambda: f(ja, jb).block_until_ready()
+  if fw == "numpy": return lambda: a @ b
+  if fw == "torch":
+    ta, tb = mod.from_numpy(a.copy()), mod.from_numpy(b.copy())
+    return lambda: ta @ tb
+  from tinygrad import Tensor, TinyJit
+  ta, tb = Tensor(a.copy()).realize(), Tensor(b.copy()).realize()
+  f = TinyJit(lambda x, y: (x @ y).realize())
+  return lambda: f(ta, tb)
+
+
+def main():
+  ap = bench_parser(__doc__)
+  ap.add_argument("--sizes", default="1024,2048")
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--round-seconds", type=float, default=2.0)
+  args = ap.parse_args()
+  if args.quick: args.sizes, args.rounds, args.round_seconds = "128", 2, 0.1
+  rep = Report(args)
+  print("matmul: float32 square A @ B, GFLOP/s")
+  print(machine_info())
+  mods = {fw: rep.load(fw) for fw in ("tgfn", "jax", "numpy", "torch", "tinygrad")}
+  rng = np.random.default_rng(0)
+  for n in map(int, args.sizes.split(",")):
+    row = rep.row(f"matmul {n}², GFLOP/s", "GFLOP/s", higher_is_better=True)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    calls = {}
+    for fw, (mod, desc) in mods.items():
+      if mod is None:
+        row.skip(fw, desc)
+        continue
+      try:
+        fn = products(fw, mod, a, b)
+        out = fn()  # also the first, compiling call
+        got = np.asarray(out.numpy() if hasattr(out, "numpy") else out, np.float64)
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        if err > 1e-4: raise ValueError(f"result differs from the float64 product by {err:.2e} (relative)")
+        calls[fw] = fn
+      except Exception as e:
+        row.skip(fw, repr(e)[:200])
+    print(f"  n={n}: checked against float64; timing {', '.join(calls)}")
+    for fw, t in interleave(calls, args.rounds, 1000, args.round_seconds, warmup=1).items():
+      row.add_timing(fw, "jit" if fw in ("tgfn", "jax", "tinygrad") else "eager", t, amount=2 * n ** 3 / 1e9)
+  rep.finish()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,26 @@
+"""The benchmark driver keeps working: bench/run_all.py --quick on one tiny workload with tgfn and NumPy
+only writes the tables (no timing is asserted; the figures are whatever this machine gives)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_run_all_quick_writes_tables(tmp_path):
+  out = tmp_path / "performance.md"
+  proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--quick", "--only", "tiny_call",
+                         "--frameworks", "tgfn,numpy", "--out", str(out)], capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  text = out.read_text()
+  number = r"[0-9][0-9,.]*"
+  # summary: tgfn and numpy measured, jax not selected, numpy has no jitted figure
+  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats, µs \| {number} \| skipped \| {number} \| skipped \| skipped \|$",
+                   text, re.M), text
+  assert re.search(rf"^\| jitted `x\*2\+1`, result ready, µs \| {number} \(jit, result kept {number}\) \| skipped \| — \|",
+                   text, re.M), text
+  # ratio table: tgfn / numpy for the eager row; the method and the per-workload details are there
+  assert re.search(rf"^\| eager `x\*2\+1` on 16 floats, µs \| lower \| — \| {number} \|", text, re.M), text
+  assert "## Method" in text and "### `bench/tiny_call.py` — ok" in text
+  assert "jax: skipped: not selected (--frameworks)" in text
