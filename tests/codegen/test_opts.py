@@ -89,7 +89,8 @@ def test_random_opt_lists_equal_the_reference(case, monkeypatch):
 def test_heuristic_tiles_and_vectorizes_a_matmul(monkeypatch):
   monkeypatch.setattr(realize_mod, "_compiled", {})
   a, b = tnp.ones((64, 64)), tnp.ones((64, 64))
-  (kernel,) = __import__("tgfn").jit(lambda a, b: a @ b).lower(a, b).kernels
+  pack, kernel = __import__("tgfn").jit(lambda a, b: a @ b).lower(a, b).kernels
+  assert pack.name.startswith("E_1_4_64_16")  # b copied into panels of 16 columns first
   ops = {o.op for o in kernel.opts}
   assert {OptOps.VECTOR, OptOps.UPCAST, OptOps.UNROLL} <= ops, kernel.opts
   assert "__builtin_fma" in kernel.source and "vector_size" in kernel.source

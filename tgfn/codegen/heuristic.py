@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from tgfn.codegen.opts import VECTOR_DTYPES, Opt, OptOps, kernel_axes
+from tgfn.codegen.opts import VECTOR_DTYPES, Opt, OptOps, apply_opt, kernel_axes
 from tgfn.codegen.policy import strict_float
-from tgfn.uop.ops import AxisType, Ops, UOp, toposort
-from tgfn.uop.symbolic import split_sum
+from tgfn.uop.ops import AxisType, Ops, UOp, graph_rewrite, toposort
+from tgfn.uop.symbolic import split_sum, symbolic
 
 # a kernel doing fewer scalar iterations than this runs on the calling thread: waking the pool costs
 # about as much as this work (measured in bench/pool_overhead.py)
@@ -55,8 +55,16 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     width = vector_bytes // max(b.dtype.itemsize for b in buffers)
   store_idx = stores[0].src[1] if stores else None
 
-  def contiguous_loads(axis: int) -> int:
-    return sum(1 for ld in loads if stride(ld.src[1], axes[axis]) == 1)
+  def contiguous(axis: int) -> tuple[bool, int]:
+    """Whether the store walks `axis` contiguously within a vector, and how many loads do: split the
+    axis into vector lanes and read the strides along the lanes (a packed layout is contiguous only
+    within its panels)."""
+    if sizes[axis] % width: return False, 0
+    split = graph_rewrite(apply_opt(ast, Opt(OptOps.VECTOR, axis, width)), symbolic)
+    lane = next(u for u in toposort([split]) if u.op is Ops.RANGE and u.kind is AxisType.VECTOR)
+    parts = toposort([split])
+    store_ok = all(stride(u.src[1], lane) in (0, 1) for u in parts if u.op is Ops.STORE)
+    return store_ok, sum(1 for u in parts if u.op is Ops.LOAD and stride(u.src[1], lane) == 1)
 
   def invariant_loads(axis: int) -> int:
     return sum(1 for ld in loads if stride(ld.src[1], axes[axis]) == 0)
@@ -64,10 +72,10 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   vector_axis = None
   if width > 1:
     last_out = out_axes[-1] if out_axes else None
-    if last_out is not None and sizes[last_out] % width == 0 and stride(store_idx, axes[last_out]) == 1 and \
-        (not red_axes or contiguous_loads(last_out)):
+    store_ok, n_loads = contiguous(last_out) if last_out is not None else (False, 0)
+    if store_ok and stride(store_idx, axes[last_out]) != 0 and (not red_axes or n_loads):
       vector_axis = last_out
-    elif red_axes and not strict_float() and sizes[red_axes[-1]] % width == 0 and contiguous_loads(red_axes[-1]):
+    elif red_axes and not strict_float() and contiguous(red_axes[-1])[1]:
       vector_axis = red_axes[-1]
   if vector_axis is not None:
     opts.append(Opt(OptOps.VECTOR, vector_axis, width))

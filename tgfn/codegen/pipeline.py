@@ -47,7 +47,8 @@ def codegen(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> l
 
 def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
   """Apply `opts` to a kernel that went through `scalar_passes`, expand them, and linearize."""
-  if opts: ast = graph_rewrite(expand(apply_opts(ast, opts)), symbolic)
+  # simplified before expanding, so a split index is recognized as contiguous in its lanes
+  if opts: ast = graph_rewrite(expand(graph_rewrite(apply_opts(ast, opts), symbolic)), symbolic)
   return linearize(ast)
 
 

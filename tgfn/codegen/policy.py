@@ -1,4 +1,4 @@
-"""The float policy: which reorderings of floating-point work kernels may do (docs/performance.md).
+"""The float policy: which reorderings of floating-point work kernels may do (docs/compiler.md).
 
 By default a kernel may (1) split a long reduction into blocks and sum the block results (more
 accurate: the error grows with the block count plus the block size, not with the length), (2) keep

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from tgfn.schedule.packing import pack_contraction_operands
 from tgfn.schedule.kernelize import LoweredKernel, find_realize_points, lower_kernel
 from tgfn.uop.ops import Ops, UOp, toposort
 
@@ -16,12 +17,17 @@ class ScheduleItem:
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
-  realize = find_realize_points(outs)
+  """Kernels and copies that compute `outs`, in order; the last items compute `outs` themselves."""
+  rewritten = pack_contraction_operands(outs)
+  # a rewritten output is still the caller's node: items name it as the caller does
+  name = {new: old for old, new in zip(outs, rewritten) if new is not old}
+  realize = find_realize_points(rewritten)
   items = []
-  for node in toposort(outs):
+  for node in toposort(rewritten):
     if node not in realize: continue
-    if node.op is Ops.COPY: items.append(ScheduleItem(node, None, (node.src[0],)))
+    if node.op is Ops.COPY: items.append(ScheduleItem(name.get(node, node), None, (name.get(node.src[0], node.src[0]),)))
     else:
       kernel = lower_kernel(node, realize)
-      items.append(ScheduleItem(node, kernel, tuple(kernel.buffers[1:])))
+      kernel.buffers = [name.get(b, b) for b in kernel.buffers]
+      items.append(ScheduleItem(name.get(node, node), kernel, tuple(kernel.buffers[1:])))
   return items

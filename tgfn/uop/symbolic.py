@@ -7,6 +7,7 @@ Float arithmetic is only constant-folded (with exact dtype semantics), never rea
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from tgfn.dtype import DType, dtypes
@@ -64,6 +65,37 @@ def simplify_div(x: UOp, d: UOp) -> Optional[UOp]:
   if not _nonneg(rest_expr) or not all(_nonneg(t) for t, _ in whole): return None
   quotient = build_sum(whole, const // div, x.dtype)
   return quotient if rest_expr.vmax < div else quotient + rest_expr // div
+
+
+def _common_factor(terms: list[tuple[UOp, int]], const: int, div: int):
+  """(g, big, small) with x == g*big + small and 0 <= small < g, for the largest useful g dividing
+  `div` (g > 1), e.g. (a*8 + b) with 0 <= b < 8 and div 16: g = 8, big = a, small = b. Else None."""
+  coeffs = [c for _, c in terms if c > 1 and c % div]
+  if not coeffs: return None
+  g = math.gcd(div, *coeffs)
+  if g <= 1: return None
+  big = [(t, c // g) for t, c in terms if c % g == 0]
+  small = build_sum([(t, c) for t, c in terms if c % g], const % g, terms[0][0].dtype)
+  if not all(_nonneg(t) for t, _ in big) or small.vmin < 0 or small.vmax >= g: return None
+  return g, build_sum(big, const // g, terms[0][0].dtype), small
+
+
+def split_by_common_factor_div(x: UOp, d: UOp) -> Optional[UOp]:
+  """(g*big + small) // div -> big // (div/g) when g divides div and 0 <= small < g."""
+  if d.arg <= 0 or not _nonneg(x): return None
+  terms, const = split_sum(x)
+  if not terms or (found := _common_factor(terms, const, d.arg)) is None: return None
+  g, big, _ = found
+  return big // (d.arg // g)
+
+
+def split_by_common_factor_mod(x: UOp, d: UOp) -> Optional[UOp]:
+  """(g*big + small) % div -> (big % (div/g))*g + small when g divides div and 0 <= small < g."""
+  if d.arg <= 0 or not _nonneg(x): return None
+  terms, const = split_sum(x)
+  if not terms or (found := _common_factor(terms, const, d.arg)) is None: return None
+  g, big, small = found
+  return (big % (d.arg // g)) * g + small
 
 
 def simplify_mod(x: UOp, d: UOp) -> Optional[UOp]:
@@ -137,6 +169,8 @@ symbolic = PatternMatcher([
   # division and modulo by positive constants
   (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: simplify_div(x, d) if _is_int(x) else None),
   (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: simplify_mod(x, d) if _is_int(x) else None),
+  (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: split_by_common_factor_div(x, d) if _is_int(x) else None),
+  (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: split_by_common_factor_mod(x, d) if _is_int(x) else None),
   (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.var("y"))), compare_by_bounds),
 ])
 
