@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tgfn.dtype import DType
+from tgfn.package_check import require_regular_package
 
 
 class Allocator:
@@ -168,6 +169,7 @@ class Buffer:
 @functools.cache
 def _available_drivers() -> list[str]:
   import tgfn_drivers
+  require_regular_package(tgfn_drivers, str(Path(__file__).resolve().parent.parent / "tgfn_drivers"))
   return sorted(m.name.upper() for m in pkgutil.iter_modules(tgfn_drivers.__path__) if not m.name.startswith("_"))
 
 
