@@ -3,8 +3,11 @@ output buffers, launch. Realized results are remembered so later graphs load ins
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,7 +44,15 @@ class Counters:
   kernels_compiled = 0
 
 
-_compiled: dict[tuple[str, UOp, bool], CompiledKernel] = {}
+# (device, kernel AST, decomposition switch) -> compiled kernel, least recently used first. Bounded: an
+# evicted kernel's program (and on the CPU its shared object) is freed once no jitted function holds it.
+_compiled: OrderedDict[tuple[str, UOp, bool], CompiledKernel] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def kernel_cache_size() -> int:
+  """How many compiled kernels stay in memory: TGFN_KERNEL_CACHE_SIZE, default 4096."""
+  return max(1, int(os.environ.get("TGFN_KERNEL_CACHE_SIZE", "4096") or 4096))
 # lazy node -> BUFFER node holding its value, once realized
 _realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
 
@@ -60,20 +71,27 @@ def count_flops(linear: list[UOp]) -> int:
 def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
   # TRANSCENDENTAL=2 changes what codegen emits for the same AST, so it is part of the key
   key = (device, kernel.ast, force_decomposition())
-  if key not in _compiled:
-    dev = Device[device]
-    if spec_enabled(): verify_kernel(kernel.ast)
-    linear = codegen(kernel.ast, dev.renderer)
-    if spec_enabled(): verify_linear(linear)
-    src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
-    if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
-    if DEBUG() >= 4: print(src)
-    if DEBUG() >= 5:
-      for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
-    program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
-    Counters.kernels_compiled += 1
-    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
-  return _compiled[key]
+  with _compiled_lock:
+    if (hit := _compiled.get(key)) is not None:
+      _compiled.move_to_end(key)
+      return hit
+  dev = Device[device]
+  if spec_enabled(): verify_kernel(kernel.ast)
+  linear = codegen(kernel.ast, dev.renderer)
+  if spec_enabled(): verify_linear(linear)
+  src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+  if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
+  if DEBUG() >= 4: print(src)
+  if DEBUG() >= 5:
+    for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
+  program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
+  Counters.kernels_compiled += 1
+  compiled = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
+  with _compiled_lock:
+    compiled = _compiled.setdefault(key, compiled)  # another thread may have compiled it meanwhile
+    _compiled.move_to_end(key)
+    while len(_compiled) > kernel_cache_size(): _compiled.popitem(last=False)
+  return compiled
 
 
 def with_realized(node: UOp) -> UOp:
