@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, settings
 # failure prints the @reproduce_failure blob that replays it. HYPOTHESIS_PROFILE=explore searches with
 # random seeds and more examples (each failure still prints its blob).
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
-settings.register_profile("tgfn", deadline=None, max_examples=25, derandomize=True, database=None, print_blob=True,
+settings.register_profile("tgfn", deadline=None, max_examples=25, derandomize=True, database=None,
+                          print_blob=True, suppress_health_check=_SUPPRESSED)
+settings.register_profile("explore", deadline=None, max_examples=200, print_blob=True,
                           suppress_health_check=_SUPPRESSED)
-settings.register_profile("explore", deadline=None, max_examples=200, print_blob=True, suppress_health_check=_SUPPRESSED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
 
 DEVICES = ["CPU", "PYTHON"]

@@ -73,7 +73,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 _CACHE_MAGIC = b"TGFN1"
-_UNCACHED_HINT = "kernels still compile and run, without the cache; set TGFN_CACHE_DIR to a writable folder to cache them"
+_UNCACHED_HINT = ("kernels still compile and run, without the cache; set TGFN_CACHE_DIR to a writable folder to "
+                  "cache them")
 
 
 class Compiler:

@@ -43,7 +43,8 @@ def find_c_compiler() -> list[str]:
 
 def _scratch_roots() -> list[Path]:
   """Where to compile and load, in order of preference: under TMPDIR, else under the cache folder."""
-  roots = [Path(os.environ.get("TMPDIR") or tempfile.gettempdir()) / f"tgfn-{getattr(os, 'getuid', lambda: 0)()}"]
+  user = os.getuid() if hasattr(os, "getuid") else 0
+  roots = [Path(os.environ.get("TMPDIR") or tempfile.gettempdir()) / f"tgfn-{user}"]
   try:
     roots.append(cache_dir() / "scratch")
   except OSError:
@@ -51,17 +52,19 @@ def _scratch_roots() -> list[Path]:
   return roots
 
 
-_file_numbers = itertools.count()  # a fresh file name for every binary: dlopen reuses a library loaded under the same name
+# a fresh file name for every binary: dlopen returns the library already loaded under the same name
+_file_numbers = itertools.count()
 
 
-def _fresh_path(suffix: str, roots: list[Path]) -> Path:
+def _fresh_library_path(roots: list[Path]) -> Path:
   errors = []
   for root in roots:
     try:
-      return scratch_dir(root) / f"kernel-{next(_file_numbers)}{suffix}"
+      return scratch_dir(root) / f"kernel-{next(_file_numbers)}.so"
     except OSError as e:
       errors.append(f"{root}: {e}")
-  raise RuntimeError(f"no folder to compile kernels in: {'; '.join(errors)}. Set TMPDIR or TGFN_CACHE_DIR to a writable folder.")
+  raise RuntimeError(f"no folder to compile kernels in: {'; '.join(errors)}. "
+                     f"Set TMPDIR or TGFN_CACHE_DIR to a writable folder.")
 
 
 class CCompiler(Compiler):
@@ -78,22 +81,24 @@ class CCompiler(Compiler):
 
   def compile(self, src: str) -> bytes:
     cc = self._cc()
-    out = _fresh_path(".so", _scratch_roots())
+    out = _fresh_library_path(_scratch_roots())
     # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
     env = {**os.environ, "TMPDIR": str(out.parent)}
+    name = " ".join(cc)
     try:
-      proc = subprocess.run([*cc, *CFLAGS, "-x", "c", "-", "-o", str(out)], input=src.encode(), capture_output=True, env=env)
+      proc = subprocess.run([*cc, *CFLAGS, "-x", "c", "-", "-o", str(out)], input=src.encode(), capture_output=True,
+                            env=env)
       if proc.returncode != 0:
-        raise RuntimeError(f"C compilation failed ({' '.join(cc)}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
+        raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
       binary = out.read_bytes() if out.is_file() else b""
     except OSError as e:
-      raise RuntimeError(f"could not run the C compiler {' '.join(cc)!r} ({e}); set CC= to a working C compiler") from e
+      raise RuntimeError(f"could not run the C compiler {name!r} ({e}); set CC= to a working C compiler") from e
     finally:
       out.unlink(missing_ok=True)
     if not binary:
       said = (proc.stdout + proc.stderr).decode(errors="replace").strip()[:500]
-      raise RuntimeError(f"the C compiler {' '.join(cc)!r} exited successfully but wrote no shared object "
-                         f"(expected a kernel .so at -o {out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
+      raise RuntimeError(f"the C compiler {name!r} exited successfully but wrote no shared object (expected a "
+                         f"kernel .so at -o {out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
     return binary
 
 
@@ -163,7 +168,7 @@ def _load(binary: bytes) -> ctypes.CDLL:
   errors = []
   for root in roots:
     try:
-      path = _fresh_path(".so", [root])
+      path = _fresh_library_path([root])
       path.write_bytes(binary)
       try:
         lib = _dlopen(str(path))

@@ -118,8 +118,8 @@ def test_a_compile_killed_with_sigkill_leaves_no_growing_litter(tmp_path):
   script = "import tgfn.numpy as tnp; print((tnp.arange(3) * 7).tolist())"
   env = {**os.environ, "TMPDIR": str(tmpdir), "TGFN_CACHE_DIR": str(cache)}
   for run in range(2):
-    proc = subprocess.Popen([sys.executable, "-c", script], env={**env, "CC": str(slow_cc)}, start_new_session=True, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**env, "CC": str(slow_cc)}, cwd=REPO,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not marker.exists():  # the compiler is running
       assert proc.poll() is None, "the run ended before compiling"
       try:
