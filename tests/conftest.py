@@ -7,9 +7,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("tgfn", deadline=None, max_examples=25, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                 HealthCheck.function_scoped_fixture])
+# The default profile is deterministic: every run (a fresh clone, CI) draws the same examples, and a
+# failure prints the @reproduce_failure blob that replays it. HYPOTHESIS_PROFILE=explore searches with
+# random seeds and more examples (each failure still prints its blob).
+_SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+settings.register_profile("tgfn", deadline=None, max_examples=25, derandomize=True, database=None,
+                          print_blob=True, suppress_health_check=_SUPPRESSED)
+settings.register_profile("explore", deadline=None, max_examples=200, print_blob=True,
+                          suppress_health_check=_SUPPRESSED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
 
 DEVICES = ["CPU", "PYTHON"]

@@ -97,6 +97,9 @@ class OpRecord:
   # op's meaning includes its intermediate roundings (round with decimals scales in the dtype)
   ref_in_dtype: bool = False
   kind: str = "elementwise"
+  # a composite of binary records, applied left to right (clip is maximum(x, lo), then minimum(., hi), as
+  # in JAX): each step promotes only its own two operands, so `ref` is unused and the reference is the fold
+  fold: tuple[str, ...] = ()
   # reductions only: reduce over several axes at once (else one int or None); takes keepdims; raises
   # on a zero-size reduction (no identity); a float result's rounding error grows like
   # count * eps * max|x| ** scale_power (ref signature: ref(x, axis, [keepdims,] **kwargs))
@@ -155,8 +158,6 @@ def _round_ref(x: np.ndarray, decimals: int = 0) -> np.ndarray:
   return np.round(x, decimals)
 
 
-def _clip_ref(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-  return np.minimum(np.maximum(x, lo), hi)
 def _where_ref(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray: return np.where(c != 0, x, y)
 
 
@@ -180,7 +181,8 @@ ELEMENTWISE: tuple[OpRecord, ...] = (
   _unary("reciprocal", np.reciprocal, ALL, compute=float_dtype, differentiable=True),
   _binary("maximum", np.maximum, differentiable=True),
   _binary("minimum", np.minimum, differentiable=True),
-  OpRecord("clip", tnp.clip, _clip_ref, 3, ALL, differentiable=True),
+  # clip(bfloat16 -258, int16 -257, float16 0) is -256: -257 becomes bfloat16 (-256) before the maximum
+  OpRecord("clip", tnp.clip, None, 3, ALL, differentiable=True, fold=("maximum", "minimum")),
   # the condition is bool, the bottom of the lattice: promoting all three is promoting x and y
   OpRecord("where", tnp.where, _where_ref, 3, ALL, arg_dtypes=(BOOL, ALL, ALL), differentiable=True),
   # exponentials, logarithms, roots

@@ -15,8 +15,8 @@ from hypothesis.extra import numpy as hnp
 
 import tgfn.numpy as tnp
 from tgfn.array import Array
-from tgfn.dtype import DType, dtypes
-from tests.op_registry import HALVES, Domain, OpRecord, Tol
+from tgfn.dtype import DType, dtypes, result_type
+from tests.op_registry import BY_NAME, HALVES, Domain, OpRecord, Tol
 
 Scalar = Union[bool, int, float]
 SPECIALS = (float("nan"), float("inf"), float("-inf"), -0.0)
@@ -25,8 +25,9 @@ MAX_SIDE = 4  # at most 4**3 = 64 elements: the PYTHON device interprets every s
 
 def op_settings(max_examples: int) -> settings:
   """Per-test settings on top of the loaded profile. The `device` fixture is function-scoped, which is
-  safe here: it only selects the default device, the same for every example."""
-  return settings(max_examples=max_examples, suppress_health_check=[
+  safe here: it only selects the default device, the same for every example. A profile asking for more
+  examples (HYPOTHESIS_PROFILE=explore) gets them."""
+  return settings(max_examples=max(max_examples, settings.default.max_examples), suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
     HealthCheck.filter_too_much])
 
@@ -132,9 +133,18 @@ def lattice_arg(x: Any, dt: DType) -> Any:
   return x if isinstance(x, (bool, int, float)) else dt
 
 
-def reference(rec: OpRecord, hosts: list[Any], promoted: DType) -> np.ndarray:
+def reference(rec: OpRecord, hosts: list[Any], dts: list[DType]) -> np.ndarray:
   """The expected result of `rec` in host form: operands promoted, cast to the compute dtype, `rec.ref`
-  run in float64 (or exactly in an integer dtype), rounded once to the result dtype."""
+  run in float64 (or exactly in an integer dtype), rounded once to the result dtype. A `fold` record is
+  the chain of its binary steps, each promoting its own operands."""
+  if rec.fold:
+    acc, acc_dt = hosts[0], dts[0]
+    for name, host, dt in zip(rec.fold, hosts[1:], dts[1:]):
+      step = BY_NAME[name]
+      acc, acc_dt = reference(step, [acc, host], [acc_dt, dt]), \
+          step.result_dtype(result_type(lattice_arg(acc, acc_dt), lattice_arg(host, dt)))
+    return acc
+  promoted = result_type(*[lattice_arg(h, dt) for h, dt in zip(hosts, dts)])
   comp = rec.compute(promoted)
   ops = [cast_host(cast_host(h, promoted), comp) for h in hosts]
   if comp.is_float:

@@ -15,6 +15,7 @@ import importlib
 import os
 import pkgutil
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -22,6 +23,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tgfn.dtype import DType
+from tgfn.package_check import require_regular_package
 
 
 class Allocator:
@@ -43,9 +45,20 @@ class HostAllocator(Allocator):
 
 
 def cache_dir() -> Path:
+  """The on-disk cache folder (TGFN_CACHE_DIR, else ~/.cache/tgfn), created if needed; OSError if it cannot be."""
   path = Path(os.environ.get("TGFN_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tgfn"))
   path.mkdir(parents=True, exist_ok=True)
   return path
+
+
+_warned: set[str] = set()
+
+
+def warn_once(topic: str, message: str) -> None:
+  """A RuntimeWarning the first time `topic` comes up in this process; later ones are silent."""
+  if topic in _warned: return
+  _warned.add(topic)
+  warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -60,6 +73,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 _CACHE_MAGIC = b"TGFN1"
+_UNCACHED_HINT = ("kernels still compile and run, without the cache; set TGFN_CACHE_DIR to a writable folder to "
+                  "cache them")
 
 
 class Compiler:
@@ -70,19 +85,27 @@ class Compiler:
 
   def compile_cached(self, src: str) -> bytes:
     """Compile, keeping the binary on disk under the hash of (cachekey, src). Each entry carries the
-    hash of its payload; an entry that fails the check (a torn or corrupted write) is rebuilt."""
+    hash of its payload; an entry that fails the check (a torn or corrupted write) is rebuilt. A cache
+    that cannot be created, read or written is a warning, never an error: the binary is still returned."""
     if os.environ.get("TGFN_DISABLE_COMPILER_CACHE"): return self.compile(src)
     key = hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest()
-    path = cache_dir() / "kernels" / key[:2] / key
     try:
-      blob = path.read_bytes()
+      path = cache_dir() / "kernels" / key[:2] / key
+    except OSError as e:
+      warn_once("cache", f"cannot create the kernel cache folder ({e}); {_UNCACHED_HINT}")
+      return self.compile(src)
+    try:
+      blob = path.read_bytes()  # an entry that is a folder or unreadable is a miss, like a missing one
       magic, digest, payload = blob[:5], blob[5:37], blob[37:]
       if magic == _CACHE_MAGIC and hashlib.sha256(payload).digest() == digest: return payload
     except OSError:
       pass
     payload = self.compile(src)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
+    try:
+      path.parent.mkdir(parents=True, exist_ok=True)
+      write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
+    except OSError as e:
+      warn_once("cache", f"cannot write the kernel cache entry {path} ({e}); {_UNCACHED_HINT}")
     return payload
 
 
@@ -168,6 +191,7 @@ class Buffer:
 @functools.cache
 def _available_drivers() -> list[str]:
   import tgfn_drivers
+  require_regular_package(tgfn_drivers, str(Path(__file__).resolve().parent.parent / "tgfn_drivers"))
   return sorted(m.name.upper() for m in pkgutil.iter_modules(tgfn_drivers.__path__) if not m.name.startswith("_"))
 
 

@@ -12,6 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from tgfn.package_check import check_tgfn_not_shadowed
+
+check_tgfn_not_shadowed()
+
 
 @dataclass(frozen=True, eq=False)
 class DType:

@@ -1,19 +1,25 @@
 """CPU: kernels rendered as C, compiled by the system C compiler into a shared object, called via ctypes."""
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import functools
 import hashlib
+import itertools
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 
-from tgfn.device import Allocator, Compiled, Compiler
+from tgfn.device import Allocator, Compiled, Compiler, cache_dir, warn_once
 from tgfn.renderer.cstyle import CStyleRenderer
+from tgfn.scratch import scratch_dir
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -21,43 +27,90 @@ from tgfn.renderer.cstyle import CStyleRenderer
 CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
 
 
-def find_c_compiler() -> str:
-  for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-    if candidate and shutil.which(candidate): return candidate
+def find_c_compiler() -> list[str]:
+  """The compiler command: $CC (which may carry arguments, e.g. `ccache gcc`) if set, else cc, gcc or clang."""
+  if (chosen := os.environ.get("CC")) is not None and chosen.strip():
+    argv = shlex.split(chosen)
+    if shutil.which(argv[0]) is None:  # an explicit choice is used or reported, never silently replaced
+      raise RuntimeError(f"the CPU device needs a C compiler, but CC={chosen!r} names no executable file "
+                         f"(not found on PATH). Point CC= at a C compiler, unset CC to use cc, gcc or clang, "
+                         f"or run on the reference interpreter with DEV=PYTHON.")
+    return argv
+  for candidate in ("cc", "gcc", "clang"):
+    if shutil.which(candidate): return [candidate]
   raise RuntimeError("the CPU device needs a C compiler, and none was found (tried $CC, cc, gcc, clang). "
                      "Install one (e.g. `apt-get install gcc`), point CC= at it, or run on the "
                      "reference interpreter with DEV=PYTHON.")
 
 
+def _scratch_roots() -> list[Path]:
+  """Where to compile and load, in order of preference: under TMPDIR, else under the cache folder."""
+  user = os.getuid() if hasattr(os, "getuid") else 0
+  roots = [Path(os.environ.get("TMPDIR") or tempfile.gettempdir()) / f"tgfn-{user}"]
+  try:
+    roots.append(cache_dir() / "scratch")
+  except OSError:
+    pass
+  return roots
+
+
+# a fresh file name for every binary: dlopen returns the library already loaded under the same name
+_file_numbers = itertools.count()
+
+
+def _fresh_library_path(roots: list[Path]) -> Path:
+  errors = []
+  for root in roots:
+    try:
+      return scratch_dir(root) / f"kernel-{next(_file_numbers)}.so"
+    except OSError as e:
+      errors.append(f"{root}: {e}")
+  raise RuntimeError(f"no folder to compile kernels in: {'; '.join(errors)}. "
+                     f"Set TMPDIR or TGFN_CACHE_DIR to a writable folder.")
+
+
 class CCompiler(Compiler):
   def __init__(self) -> None:
-    self.cc = None
+    self.cc: Optional[list[str]] = None
     self._target: Optional[str] = None
 
   @property
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on what it expands to
-    return f"{self._cc()} {' '.join(CFLAGS)} target:{hashlib.sha256(self.target_macros().encode()).hexdigest()}"
+    return f"{' '.join(self._cc())} {' '.join(CFLAGS)} target:{hashlib.sha256(self.target_macros().encode()).hexdigest()}"
 
   def target_macros(self) -> str:
     """The compiler's predefined macros for -march=native: which instruction set kernels are built for."""
     if self._target is None:
-      proc = subprocess.run([self._cc(), "-march=native", "-dM", "-E", "-x", "c", "-"], input=b"", capture_output=True)
+      proc = subprocess.run([*self._cc(), "-march=native", "-dM", "-E", "-x", "c", "-"], input=b"", capture_output=True)
       self._target = proc.stdout.decode()
     return self._target
 
-  def _cc(self) -> str:
+  def _cc(self) -> list[str]:
     if self.cc is None: self.cc = find_c_compiler()
     return self.cc
 
   def compile(self, src: str) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="tgfn-cc-") as tmp:
-      out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self._cc(), *CFLAGS, "-x", "c", "-", "-o", out], input=src.encode(),
-                            capture_output=True)
+    cc = self._cc()
+    out = _fresh_library_path(_scratch_roots())
+    # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
+    env = {**os.environ, "TMPDIR": str(out.parent)}
+    name = " ".join(cc)
+    try:
+      proc = subprocess.run([*cc, *CFLAGS, "-x", "c", "-", "-o", str(out)], input=src.encode(), capture_output=True,
+                            env=env)
       if proc.returncode != 0:
-        raise RuntimeError(f"C compilation failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
-      with open(out, "rb") as f: return f.read()
+        raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
+      binary = out.read_bytes() if out.is_file() else b""
+    except OSError as e:
+      raise RuntimeError(f"could not run the C compiler {name!r} ({e}); set CC= to a working C compiler") from e
+    finally:
+      out.unlink(missing_ok=True)
+    if not binary:
+      said = (proc.stdout + proc.stderr).decode(errors="replace").strip()[:500]
+      raise RuntimeError(f"the C compiler {name!r} exited successfully but wrote no shared object (expected a "
+                         f"kernel .so at -o {out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
+    return binary
 
 
 _libc = ctypes.CDLL(None)
@@ -100,14 +153,54 @@ class MallocAllocator(Allocator):
   def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)
 
 
+_dlopen = ctypes.CDLL  # the loader, a name tests can replace
+_unloadable_roots: set[Path] = set()  # folders where loading failed once (e.g. a noexec mount): skipped later
+
+
+class _Library:
+  """A loaded shared object, unloaded (dlclose) when nothing references it any more. Each function
+  taken from it keeps a reference, so a kernel is never unloaded while something can still call it."""
+  def __init__(self, binary: bytes):
+    self.cdll = _load(binary)
+
+  def function(self, name: str) -> Any:
+    fxn = self.cdll[name]  # not getattr: the CDLL would cache the function, a cycle that delays unloading
+    fxn.restype, fxn.library = None, self
+    return fxn
+
+  def __del__(self) -> None:
+    if getattr(self, "cdll", None) is not None and not sys.is_finalizing(): _ctypes.dlclose(self.cdll._handle)
+
+
+def _load(binary: bytes) -> ctypes.CDLL:
+  """dlopen `binary` from a scratch file (unlinked at once: the mapping outlives it). If a folder cannot
+  map executable code (TMPDIR on a noexec mount), warn once and use the next one."""
+  roots = [r for r in _scratch_roots() if r not in _unloadable_roots]
+  errors = []
+  for root in roots:
+    try:
+      path = _fresh_library_path([root])
+      path.write_bytes(binary)
+      try:
+        lib = _dlopen(str(path))
+      finally:
+        path.unlink(missing_ok=True)
+    except (OSError, RuntimeError) as e:
+      errors.append(f"{root}: {e}")
+      continue
+    if errors:
+      _unloadable_roots.update(roots[:len(errors)])
+      warn_once("load", f"could not load compiled kernels from {roots[0]} ({errors[0]}); loading them from {root} "
+                        f"instead. If TMPDIR is on a noexec mount, set TMPDIR to a folder that allows executing code.")
+    return lib
+  raise RuntimeError(f"could not load a compiled kernel: {'; '.join(errors) or 'no usable folder'}. If a folder is "
+                     f"on a noexec mount ('failed to map segment'), set TMPDIR or TGFN_CACHE_DIR to a folder on a "
+                     f"mount that allows executing code.")
+
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
-    with tempfile.NamedTemporaryFile(prefix="tgfn-", suffix=".so") as f:
-      f.write(lib)
-      f.flush()
-      self._lib = ctypes.CDLL(f.name)  # the mapping outlives the unlinked file
-    self.fxn = getattr(self._lib, name)
-    self.fxn.restype = None
+    self.fxn = _Library(lib).function(name)
 
   def __call__(self, *pointers: int) -> None:
     if self.fxn.argtypes is None: self.fxn.argtypes = [ctypes.c_void_p] * len(pointers)

@@ -214,7 +214,6 @@ def _fits(table: str, sin_bound: float) -> tuple[Callable, float, float]:
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
 @pytest.mark.parametrize("table", ["exp2_poly", "log2_poly", "sin_poly", "cos_poly"])
 def test_polynomial_tables_are_the_documented_minimax_fits(dtype, table):
-  pytest.importorskip("mpmath")
   fmt = _FORMATS[dtype]
   coeffs = getattr(fmt, table)
   target, lo, hi = _fits(table, fmt.sin_bound)

@@ -2,6 +2,7 @@
 lists, on a corpus of kernel shapes (contractions both ways, elementwise with casts and selects,
 reductions along each axis, gathers through flips and pads, several dtypes)."""
 import random
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ CASES = {
 def _run(case: str, device: str, monkeypatch, choose_opts=None) -> np.ndarray:
   fn, specs = CASES[case]
   monkeypatch.setenv("DEV", device)
-  monkeypatch.setattr(realize_mod, "_compiled", {})
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
   if choose_opts is not None: monkeypatch.setattr(realize_mod, "default_opts", choose_opts)
   args = [tnp.array(_data(shape, dtype, seed)) for seed, (shape, dtype) in enumerate(specs)]
   return np.asarray(fn(*args))
@@ -87,7 +88,7 @@ def test_random_opt_lists_equal_the_reference(case, monkeypatch):
 
 
 def test_heuristic_tiles_and_vectorizes_a_matmul(monkeypatch):
-  monkeypatch.setattr(realize_mod, "_compiled", {})
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
   a, b = tnp.ones((64, 64)), tnp.ones((64, 64))
   pack, kernel = __import__("tgfn").jit(lambda a, b: a @ b).lower(a, b).kernels
   assert pack.name.startswith("E_1_4_64_16")  # b copied into panels of 16 columns first

@@ -78,8 +78,10 @@ def test_random_draw_is_not_recomputed_inside_a_matmul():
   import tgfn
   n = 64
   kernels = _jit_flops(lambda key, y: tgfn.random.normal(key, (n, n)) @ y.T, tgfn.random.PRNGKey(0), tnp.ones((n, n)))
-  assert len(kernels) == 2  # the draw, computed once into a buffer, then the contraction
-  assert kernels[-1][1] < 1.2 * 2 * n ** 3  # the matmul does a matmul's work (it did 370x that)
+  # the draw is computed once into a buffer (then y is packed into panels) before the contraction,
+  # which does a matmul's work: fused into it, the draw was recomputed per multiply-add (370x the work)
+  assert len(kernels) >= 2 and kernels[0][0].startswith("E_")
+  assert kernels[-1][1] < 1.2 * 2 * n ** 3
 
 
 def test_activation_derivative_is_not_recomputed_inside_weight_gradients():

@@ -1,4 +1,6 @@
 """Inputs past the sizes where 32-bit indices wrap and sequential float sums lose precision."""
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ def test_blocked_reduction_on_every_driver(device, strict, monkeypatch):
   sequential order, bit for bit."""
   monkeypatch.setattr(policy, "REDUCE_BLOCK", 16)
   monkeypatch.setattr("tgfn.codegen.blocking.REDUCE_BLOCK", 16)
-  monkeypatch.setattr("tgfn.engine.realize._compiled", {})
+  monkeypatch.setattr("tgfn.engine.realize._compiled", OrderedDict())
   if strict: monkeypatch.setenv("STRICT_FLOAT", "1")
   data = np.ones(1001, np.float32)
   data[0] = 2.0 ** 24
@@ -30,7 +32,7 @@ def test_blocked_reduction_on_every_driver(device, strict, monkeypatch):
 
 def test_ragged_blocks_read_nothing_past_the_end(device, monkeypatch):
   monkeypatch.setattr("tgfn.codegen.blocking.REDUCE_BLOCK", 16)
-  monkeypatch.setattr("tgfn.engine.realize._compiled", {})
+  monkeypatch.setattr("tgfn.engine.realize._compiled", OrderedDict())
   data = np.arange(1, 38, dtype=np.float32).reshape(1, 37)
   assert float(tnp.array(data).sum()) == data.sum()
   assert np.asarray(tnp.array(np.ones((3, 37, 2), np.float32)).sum((1, 2))).tolist() == [74.0] * 3

@@ -1,7 +1,7 @@
 """Index simplification: known folds, and a property check that simplifying never changes a value."""
 import itertools
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tgfn.dtype import dtypes
@@ -61,3 +61,40 @@ def test_simplify_preserves_values(e):
   for vi, vj, vk in itertools.product(range(3), range(4), range(5)):
     point = {env["i"]: vi, env["j"]: vj, env["k"]: vk}
     assert evaluate(simple, point) == evaluate(expr, point), (e, vi, vj, vk)
+
+
+# ---- negative ranges: `//` truncates toward zero and `%` takes the dividend's sign (tgfn/uop/alu.py), so
+# the rules that rely on 0 <= x (e.g. (i*4 + j) // 4 -> i) must not fire when an operand can be negative
+signed_leaves = st.sampled_from(["i", "j", "k"]) | st.integers(-9, 9)
+signed_terms = st.recursive(
+  signed_leaves,
+  lambda inner: st.one_of(st.tuples(st.sampled_from(["+", "*", "//", "%"]), inner, st.integers(-7, 7)),
+                          st.tuples(st.just("add"), inner, inner)),  # sums of two subexpressions: affine forms
+  max_leaves=8)
+
+
+def build_signed(e, env):
+  if isinstance(e, str): return env[e]
+  if isinstance(e, int): return UOp.const(I, e)
+  op, a, b = e
+  a = build_signed(a, env)
+  if op == "add": return a + build_signed(b, env)
+  return {"+": a + b, "*": a * b, "//": a // b, "%": a % b}[op]
+
+
+@settings(max_examples=300)
+@given(signed_terms, st.sampled_from([(-3, 2), (-5, -1), (0, 3)]), st.integers(-12, 12))
+@example(("//", ("add", ("*", "j", 4), "k"), 4), (0, 3), 0)  # 4*j - k >= 0, but its remainder part -k is not
+def test_simplify_preserves_values_on_negative_ranges(e, offsets, threshold):
+  """Each loop variable shifted by a constant (i - 3 ranges over -3..-1): affine index expressions over
+  negative bounds, divided and reduced by positive, negative and zero constants; and a comparison, which
+  the simplifier decides from the bounds (vmin/vmax) of `//` and `%`."""
+  i, j, k = rng(3, 0), rng(4, 1), rng(5, 2)
+  env = {"i": i + offsets[0], "j": j + offsets[1], "k": k * -1 + offsets[0]}
+  expr = build_signed(e, env)
+  simple, compared = simplify(expr), simplify(expr.lt(threshold))
+  for vi, vj, vk in itertools.product(range(3), range(4), range(5)):
+    point = {i: vi, j: vj, k: vk}
+    value = evaluate(expr, point)
+    assert evaluate(simple, point) == value, (e, offsets, vi, vj, vk)
+    assert evaluate(compared, point) == (value < threshold), (e, offsets, threshold, vi, vj, vk)

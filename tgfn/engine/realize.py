@@ -3,8 +3,11 @@ output buffers, launch. Realized results are remembered so later graphs load ins
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -44,7 +47,15 @@ class Counters:
   kernels_compiled = 0
 
 
-_compiled: dict[tuple, CompiledKernel] = {}
+# (device, kernel AST, codegen switches, opts) -> compiled kernel, least recently used first. Bounded: an
+# evicted kernel's program (and on the CPU its shared object) is freed once no jitted function holds it.
+_compiled: OrderedDict[tuple, CompiledKernel] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def kernel_cache_size() -> int:
+  """How many compiled kernels stay in memory: TGFN_KERNEL_CACHE_SIZE, default 4096."""
+  return max(1, int(os.environ.get("TGFN_KERNEL_CACHE_SIZE", "4096") or 4096))
 # lazy node -> BUFFER node holding its value, once realized
 _realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
 
@@ -69,23 +80,29 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   """Compile `kernel` for `device` with `opts` (default: the device's heuristic), once per process."""
   # TRANSCENDENTAL=2 and STRICT_FLOAT=1 change what codegen emits for the same AST: part of the key
   key = (device, kernel.ast, force_decomposition(), strict_float(), None if opts is None else tuple(opts))
-  if key not in _compiled:
-    dev = Device[device]
-    if spec_enabled(): verify_kernel(kernel.ast)
-    ast = scalar_passes(kernel.ast, dev.renderer)
-    if opts is None: opts = default_opts(ast, dev.renderer)
-    linear = optimize(ast, opts)
-    if spec_enabled(): verify_linear(linear)
-    src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
-    if DEBUG() >= 3:
-      print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
-    if DEBUG() >= 4: print(src)
-    if DEBUG() >= 5:
-      for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
-    program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
-    Counters.kernels_compiled += 1
-    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear), list(opts))
-  return _compiled[key]
+  with _compiled_lock:
+    if (hit := _compiled.get(key)) is not None:
+      _compiled.move_to_end(key)
+      return hit
+  dev = Device[device]
+  if spec_enabled(): verify_kernel(kernel.ast)
+  ast = scalar_passes(kernel.ast, dev.renderer)
+  if opts is None: opts = default_opts(ast, dev.renderer)
+  linear = optimize(ast, opts)
+  if spec_enabled(): verify_linear(linear)
+  src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+  if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
+  if DEBUG() >= 4: print(src)
+  if DEBUG() >= 5:
+    for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
+  program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
+  Counters.kernels_compiled += 1
+  compiled = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear), list(opts))
+  with _compiled_lock:
+    compiled = _compiled.setdefault(key, compiled)  # another thread may have compiled it meanwhile
+    _compiled.move_to_end(key)
+    while len(_compiled) > kernel_cache_size(): _compiled.popitem(last=False)
+  return compiled
 
 
 def with_realized(node: UOp) -> UOp:

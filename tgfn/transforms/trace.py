@@ -19,8 +19,9 @@ from tgfn.array import Array
 from tgfn.tree import tree_flatten
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
 
-_PACKAGE_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                      for m in (tgfn, __import__("tgfn_drivers")))
+# tgfn/ and tgfn_drivers/, found from this file: a package's own __file__ is None when it is a namespace package
+_TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIRS = (_TGFN_DIR + os.sep, os.path.join(os.path.dirname(_TGFN_DIR), "tgfn_drivers") + os.sep)
 _bindings: dict[UOp, UOp] = {}
 
 
