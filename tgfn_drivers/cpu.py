@@ -11,6 +11,7 @@ import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
 from tgfn.renderer.cstyle import CStyleRenderer
+from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -27,12 +28,14 @@ def find_c_compiler() -> str:
 
 
 class CCompiler(Compiler):
+  extra_flags: tuple[str, ...] = ()  # e.g. -pthread for the worker pool
+
   def __init__(self) -> None:
     self.cc = None
 
   @property
   def cachekey(self) -> str:  # type: ignore[override]
-    return f"{self._cc()} {' '.join(CFLAGS)}"
+    return f"{self._cc()} {' '.join([*CFLAGS, *self.extra_flags])}"
 
   def _cc(self) -> str:
     if self.cc is None: self.cc = find_c_compiler()
@@ -41,7 +44,7 @@ class CCompiler(Compiler):
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tgfn-cc-") as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self._cc(), *CFLAGS, "-x", "c", "-", "-o", out], input=src.encode(),
+      proc = subprocess.run([self._cc(), *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", out], input=src.encode(),
                             capture_output=True)
       if proc.returncode != 0:
         raise RuntimeError(f"C compilation failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
@@ -90,6 +93,7 @@ class MallocAllocator(Allocator):
 
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
+    load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
     with tempfile.NamedTemporaryFile(prefix="tgfn-", suffix=".so") as f:
       f.write(lib)
       f.flush()
