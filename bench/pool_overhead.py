@@ -10,7 +10,8 @@ of work two threads pay off. Hand-written C kernels of the code generator's shap
 
 each back-to-back and with 2 ms of idle time (time.sleep) before every call (workers asleep). Then a
 memory-light body (64 dependent multiply-adds per float, 128 flops) over n floats, on the caller only
-vs through the pool, for n from 2^10 to 2^20: the speedup as a function of the work per launch.
+vs through the pool, for n from 2^10 to 2^22: the speedup as a function of the work per launch; and
+the same for a memory-bound body (out = in * 2) from 128 KiB to 128 MiB moved.
 
 Run: python bench/pool_overhead.py [--calls 2000] [--spin-us N]   (N: override both spin limits)
 CPU_THREADS=k picks the pool size, as for tgfn.
@@ -54,6 +55,14 @@ static void mad_body(void *c, long long lo, long long hi) {  /* n and lo are mul
     for (int j = 0; j < 16; j++) x[i + j] = v[j];
   }
 }
+struct scale_ctx { float *out; const float *in; };
+static void scale_body(void *c, long long lo, long long hi) {
+  struct scale_ctx *a = c;
+  for (long long i = lo; i < hi; i++) a->out[i] = a->in[i] * 2.0f;
+}
+void scale_caller(float *out, const float *in, long long n) { struct scale_ctx a = {out, in}; scale_body(&a, 0, n); }
+void scale_pool(float *out, const float *in, long long n) { struct scale_ctx a = {out, in}; tg_parallel_for(scale_body, &a, n, 16384); }
+
 void mad_caller(float *x, long long n) { struct mad_ctx a = {x}; mad_body(&a, 0, n); }
 void mad_pool(float *x, long long n, long long grain) { struct mad_ctx a = {x}; tg_parallel_for(mad_body, &a, n, grain); }
 """
@@ -84,10 +93,12 @@ def main() -> None:
                                       _cpu_threads.POOL_SOURCE)
   from tgfn_drivers.cpu import CCompiler, CPUProgram
   binary = CCompiler().compile_cached(KERNELS)
-  fn = {name: CPUProgram(name, binary).fxn for name in ("empty_direct", "empty_inline", "empty_split", "join", "mad_caller", "mad_pool")}
+  fn = {name: CPUProgram(name, binary).fxn for name in ("empty_direct", "empty_inline", "empty_split", "join", "mad_caller", "mad_pool",
+                                                    "scale_caller", "scale_pool")}
   fn["join"].argtypes = [ctypes.c_void_p]
   fn["mad_caller"].argtypes = [ctypes.c_void_p, ctypes.c_longlong]
   fn["mad_pool"].argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong]
+  for name in ("scale_caller", "scale_pool"): fn[name].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
 
   print(machine_info())
   spin = re.findall(r"#define (\w+_SPIN_NS) (\d+)", _cpu_threads.POOL_SOURCE)
@@ -115,6 +126,18 @@ def main() -> None:
     print(f"  {n:>8} {n * FLOPS_PER_ELEMENT:>13.3g} {one.median / 1e3:>12.1f} {pool.median / 1e3:>10.1f} "
           f"{one.median / pool.median:>8.2f} {idle.median / 1e3:>19.1f}")
 
+  print("\nmemory-bound body, out[i] = in[i] * 2 (8 bytes moved per float), grain 16384: caller alone vs the pool")
+  print(f"  {'n':>8} {'bytes/launch':>13} {'1 thread us':>12} {'pool us':>10} {'speedup':>8} {'1 thread GB/s':>14}")
+  for log_n in range(14, 25, 2):
+    n = 1 << log_n
+    x, out = np.ones(n, np.float32), np.empty(n, np.float32)
+    reps = max(20, min(args.calls, int(4e9 / (n * 8))))
+    one = time_calls(lambda: fn["scale_caller"](out.ctypes.data, x.ctypes.data, n), reps, warmup=5)
+    pool = time_calls(lambda: fn["scale_pool"](out.ctypes.data, x.ctypes.data, n), reps, warmup=5)
+    print(f"  {n:>8} {n * 8:>13.3g} {one.median / 1e3:>12.1f} {pool.median / 1e3:>10.1f} {one.median / pool.median:>8.2f} "
+          f"{n * 8 / one.median:>14.1f}")
+
 
 if __name__ == "__main__":
   main()
+

@@ -19,17 +19,28 @@ Runs inline, as body(ctx, 0, n) on the calling thread, when n <= grain, when the
 when the pool is busy: another thread's launch is in flight, or the call is nested inside a body.
 Nothing ever waits for the pool to become free, so there is no deadlock and no thread per launch.
 
-Idle workers sleep on a condition variable after a short spin; measured on 2 shared vCPUs
-(bench/pool_overhead.py), spinning for longer than a few µs only steals time from other processes.
+Idle workers poll for the next launch for 20 µs, then sleep on a condition variable: the poll keeps
+a worker hot across back-to-back launches (a launch both threads must join: 3.7 µs, against 24 µs to
+16 ms without it on a loaded machine), and stays short because a spinning thread takes CPU time from
+the process's own caller and from other processes when cores are shared.
 A forked child resets the pool (its workers did not survive the fork) and starts new ones on use.
 
-When to call the pool (the code generator's threshold): waking a sleeping worker and joining it costs
-about 10-40 µs on these machines, and a woken worker starts late, so a launch gains from 2 threads
-only when its single-thread time is well above that. Measured (bench/pool_overhead.py): a launch of
-~50 µs of single-thread work breaks even, ~200 µs gains 1.5x, ~1 ms and up gains 1.8-1.9x. Rule
-for the generator: call tg_parallel_for only when the kernel's estimated work is at least about
-PARALLEL_MIN_FLOPS flops (or PARALLEL_MIN_BYTES bytes moved, for memory-bound kernels); below that run
-the loop directly. Choose `grain` so that one chunk is at least ~10 µs of work (about 20,000 flops).
+When to call the pool (the code generator's threshold). Measured with bench/pool_overhead.py:
+- an empty launch costs 0.25 µs inline, 0.4 µs split (the caller takes every chunk before a worker
+  wakes), 3.7 µs when a hot worker must join; after 2 ms idle the worker sleeps and joining it costs
+  20-35 µs on a quiet machine (shared/notes/cpu-kernels.md) and up to milliseconds on a loaded one;
+- a woken worker that is late costs little, because the caller keeps taking chunks, but a worker
+  descheduled in the middle of a chunk delays the launch by the rest of that chunk;
+- with the cores busy with other work, 2 threads gain nothing (Linux gives each session a share,
+  not each thread), and the pool cost 0-15% on kernels from 25 µs to 300 ms; on a quiet machine two
+  threads paid off from about 1 ms of work with a plain condition-variable pool (notes); from the
+  overheads above this pool should break even near 100 µs (an estimate: not measurable under load).
+So: call tg_parallel_for only for kernels of at least ~250 µs of single-thread work, which for the
+code generator's estimates is PARALLEL_MIN_FLOPS for compute-bound loops at ~5-10 GFLOP/s per core
+(elementwise and reductions; a register-tiled matmul runs ~10x faster per flop, so use ~10x more),
+or PARALLEL_MIN_BYTES moved for memory-bound loops (~10 GB/s per core). Below that, run the loop
+directly. Choose `grain` so that one chunk is at least ~10 µs of work (~50,000 flops or ~100 KB), and
+a multiple of the vector width.
 """
 from __future__ import annotations
 
@@ -40,8 +51,8 @@ import threading
 from typing import Optional
 
 # Work per launch below which a kernel should not call the pool at all (see the docstring).
-PARALLEL_MIN_FLOPS = 1_000_000
-PARALLEL_MIN_BYTES = 1_000_000
+PARALLEL_MIN_FLOPS = 2_000_000
+PARALLEL_MIN_BYTES = 2_500_000
 
 POOL_SOURCE = r"""
 #define _GNU_SOURCE
