@@ -89,12 +89,13 @@ def main() -> None:
 
   from tgfn_drivers import _cpu_threads
   if args.spin_us is not None:
-    _cpu_threads.POOL_SOURCE = re.sub(r"#define (WORKER|CALLER)_SPIN_NS \d+LL", lambda m: f"#define {m[1]}_SPIN_NS {int(args.spin_us * 1000)}LL",
+    spin = f"_SPIN_NS {int(args.spin_us * 1000)}LL"
+    _cpu_threads.POOL_SOURCE = re.sub(r"#define (WORKER|CALLER)_SPIN_NS \d+LL", lambda m: f"#define {m[1]}{spin}",
                                       _cpu_threads.POOL_SOURCE)
   from tgfn_drivers.cpu import CCompiler, CPUProgram
   binary = CCompiler().compile_cached(KERNELS)
-  fn = {name: CPUProgram(name, binary).fxn for name in ("empty_direct", "empty_inline", "empty_split", "join", "mad_caller", "mad_pool",
-                                                    "scale_caller", "scale_pool")}
+  names = ("empty_direct", "empty_inline", "empty_split", "join", "mad_caller", "mad_pool", "scale_caller", "scale_pool")
+  fn = {name: CPUProgram(name, binary).fxn for name in names}
   fn["join"].argtypes = [ctypes.c_void_p]
   fn["mad_caller"].argtypes = [ctypes.c_void_p, ctypes.c_longlong]
   fn["mad_pool"].argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong]
@@ -105,7 +106,8 @@ def main() -> None:
   print(f"pool threads {_cpu_threads.num_threads()}; {', '.join(f'{k}={v}' for k, v in spin)}")
 
   arrived = np.zeros(1, np.int32)
-  launches = {"direct": fn["empty_direct"], "inline": fn["empty_inline"], "split (64 empty chunks)": fn["empty_split"],
+  launches = {"direct": fn["empty_direct"], "inline": fn["empty_inline"],
+              "split (64 empty chunks)": fn["empty_split"],
               "join (2 chunks, both threads)": lambda: fn["join"](arrived.ctypes.data)}
   print("\nus per launch of an empty kernel (median, p10-p90)")
   print(f"  {'launch':<32} {'back-to-back':>22} {'after 2 ms idle':>22}")
@@ -134,8 +136,8 @@ def main() -> None:
     reps = max(20, min(args.calls, int(4e9 / (n * 8))))
     one = time_calls(lambda: fn["scale_caller"](out.ctypes.data, x.ctypes.data, n), reps, warmup=5)
     pool = time_calls(lambda: fn["scale_pool"](out.ctypes.data, x.ctypes.data, n), reps, warmup=5)
-    print(f"  {n:>8} {n * 8:>13.3g} {one.median / 1e3:>12.1f} {pool.median / 1e3:>10.1f} {one.median / pool.median:>8.2f} "
-          f"{n * 8 / one.median:>14.1f}")
+    print(f"  {n:>8} {n * 8:>13.3g} {one.median / 1e3:>12.1f} {pool.median / 1e3:>10.1f} "
+          f"{one.median / pool.median:>8.2f} {n * 8 / one.median:>14.1f}")
 
 
 if __name__ == "__main__":

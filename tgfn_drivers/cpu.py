@@ -44,8 +44,8 @@ class CCompiler(Compiler):
   def compile(self, src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tgfn-cc-") as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([self._cc(), *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", out], input=src.encode(),
-                            capture_output=True)
+      proc = subprocess.run([self._cc(), *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", out],
+                            input=src.encode(), capture_output=True)
       if proc.returncode != 0:
         raise RuntimeError(f"C compilation failed:\n{proc.stderr.decode()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()

@@ -28,7 +28,8 @@ struct count_ctx { int *visits; long long *tids; long long *bad_chunks; long lon
 static void count_body(void *c, long long lo, long long hi) {
   struct count_ctx *a = c;
   long long tid = syscall(SYS_gettid);
-  if (lo % a->grain != 0 || hi <= lo || (hi - lo < a->grain && hi != a->n)) __atomic_fetch_add(a->bad_chunks, 1, __ATOMIC_RELAXED);
+  if (lo % a->grain != 0 || hi <= lo || (hi - lo < a->grain && hi != a->n))
+    __atomic_fetch_add(a->bad_chunks, 1, __ATOMIC_RELAXED);
   for (long long i = lo; i < hi; i++) { __atomic_fetch_add(&a->visits[i], 1, __ATOMIC_RELAXED); a->tids[i] = tid; }
 }
 void count_visits(int *visits, long long *tids, long long *bad_chunks, long long n, long long grain) {
@@ -38,8 +39,14 @@ void count_visits(int *visits, long long *tids, long long *bad_chunks, long long
 
 /* the generator's shape */
 struct k_ctx { float *data0; const float *data1; };
-static void k_body(void *c, long long lo, long long hi) { struct k_ctx *a = c; for (long long i = lo; i < hi; i++) a->data0[i] = a->data1[i] * 2.0f; }
-void k(float *restrict data0, const float *restrict data1) { struct k_ctx a = {data0, data1}; tg_parallel_for(k_body, &a, 1000000, 4096); }
+static void k_body(void *c, long long lo, long long hi) {
+  struct k_ctx *a = c;
+  for (long long i = lo; i < hi; i++) a->data0[i] = a->data1[i] * 2.0f;
+}
+void k(float *restrict data0, const float *restrict data1) {
+  struct k_ctx a = {data0, data1};
+  tg_parallel_for(k_body, &a, 1000000, 4096);
+}
 
 /* rows in parallel, and each row's columns in parallel again from inside the body */
 struct row_ctx { int *visits; long long row; };
@@ -138,8 +145,8 @@ threads = lambda: len(os.listdir("/proc/self/task"))
 
 def run_python(code: str, **env: str) -> str:
   """Run SETUP + code in a fresh interpreter with `env` added; return what it printed."""
-  proc = subprocess.run([sys.executable, "-c", SETUP + textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
-                        env={**os.environ, **env}, timeout=120)
+  proc = subprocess.run([sys.executable, "-c", SETUP + textwrap.dedent(code)], cwd=ROOT, capture_output=True,
+                        text=True, env={**os.environ, **env}, timeout=120)
   assert proc.returncode == 0, proc.stderr
   return proc.stdout
 
@@ -165,8 +172,8 @@ def test_cpu_threads_sets_the_thread_count():
 
 
 def test_a_bad_cpu_threads_is_an_error():
-  proc = subprocess.run([sys.executable, "-c", "from tgfn_drivers._cpu_threads import num_threads; num_threads()"],
-                        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "CPU_THREADS": "two"})
+  code = "from tgfn_drivers._cpu_threads import num_threads; num_threads()"
+  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "CPU_THREADS": "two"})
   assert proc.returncode != 0 and "CPU_THREADS must be a whole number" in proc.stderr
 
 
