@@ -20,6 +20,7 @@ import numpy as np
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, warn_once
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
+from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -70,6 +71,8 @@ def _fresh_library_path(roots: list[Path]) -> Path:
 
 
 class CCompiler(Compiler):
+  extra_flags: tuple[str, ...] = ()  # e.g. -pthread for the worker pool
+
   def __init__(self) -> None:
     self.cc: Optional[list[str]] = None
     self._target: Optional[str] = None
@@ -77,7 +80,8 @@ class CCompiler(Compiler):
   @property
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on what it expands to
-    return f"{' '.join(self._cc())} {' '.join(CFLAGS)} target:{hashlib.sha256(self.target_macros().encode()).hexdigest()}"
+    target = hashlib.sha256(self.target_macros().encode()).hexdigest()
+    return f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} target:{target}"
 
   def target_macros(self) -> str:
     """The compiler's predefined macros for -march=native: which instruction set kernels are built for."""
@@ -97,8 +101,8 @@ class CCompiler(Compiler):
     env = {**os.environ, "TMPDIR": str(out.parent)}
     name = " ".join(cc)
     try:
-      proc = subprocess.run([*cc, *CFLAGS, "-x", "c", "-", "-o", str(out)], input=src.encode(), capture_output=True,
-                            env=env)
+      proc = subprocess.run([*cc, *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", str(out)], input=src.encode(),
+                            capture_output=True, env=env)
       if proc.returncode != 0:
         raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
       binary = out.read_bytes() if out.is_file() else b""
@@ -200,6 +204,7 @@ def _load(binary: bytes) -> ctypes.CDLL:
 
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
+    load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
     self.fxn = _Library(lib).function(name)
 
   def __call__(self, *pointers: int) -> None:

@@ -20,9 +20,9 @@ from tgfn.codegen.policy import strict_float
 from tgfn.uop.ops import AxisType, Ops, UOp, graph_rewrite, toposort
 from tgfn.uop.symbolic import split_sum, symbolic
 
-# a kernel doing fewer scalar iterations than this runs on the calling thread: waking the pool costs
-# about as much as this work (measured in bench/pool_overhead.py)
-THREAD_MIN_WORK = 1 << 17
+# a kernel doing less work than this (loop iterations x loads) runs on the calling thread: below about
+# 250 us of work, waking the worker pool costs as much as it saves (tgfn_drivers/_cpu_threads.py)
+THREAD_MIN_WORK = 2_000_000
 
 
 def stride(idx: UOp, rng: UOp) -> Optional[int]:

@@ -22,7 +22,8 @@ static inline unsigned short tg_f2bf(float f) {
 }
 """
 
-THREAD_PRELUDE = """__attribute__((weak)) void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain) { body(ctx, 0, n); }
+# the CPU driver's worker pool (tgfn_drivers/_cpu_threads.py), loaded before any kernel
+THREAD_PRELUDE = """extern void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain);
 """
 
 _FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}

@@ -1,0 +1,270 @@
+"""The CPU driver's worker pool: generated kernels split a parallel axis with `tg_parallel_for`.
+
+A kernel that wants more than one core calls
+
+  void tg_parallel_for(void (*body)(void *ctx, long long lo, long long hi), void *ctx, long long n, long long grain);
+
+which runs `body` over [0, n) in chunks and returns when every chunk is done. The pool is C (below),
+compiled once with the kernels' compiler and flags and loaded with RTLD_GLOBAL, so every kernel .so
+loaded afterwards resolves `tg_parallel_for` against it (`CPUProgram` calls `load_pool()` first).
+
+Threads: `CPU_THREADS` (a positive integer) if set, else the CPUs this process may run on
+(sched_getaffinity). The caller is one of them: the pool starts `threads - 1` workers, lazily, on the
+first launch that splits. Chunks are handed out through an atomic counter and the caller takes chunks
+too, so a slow (descheduled) thread delays the launch by at most one chunk. Each chunk is a multiple
+of `grain` items (the last one may be shorter) and starts at a multiple of it; at most 32 chunks per
+thread, so a tiny grain does not turn into millions of atomic increments.
+
+Runs inline, as body(ctx, 0, n) on the calling thread, when n <= grain, when there is one thread, and
+when the pool is busy: another thread's launch is in flight, or the call is nested inside a body.
+Nothing ever waits for the pool to become free, so there is no deadlock and no thread per launch.
+
+Idle workers poll for the next launch for 20 µs, then sleep on a condition variable: the poll keeps
+a worker hot across back-to-back launches (a launch both threads must join: 3.7 µs, against 24 µs to
+16 ms without it on a loaded machine), and stays short because a spinning thread takes CPU time from
+the process's own caller and from other processes when cores are shared.
+A forked child resets the pool (its workers did not survive the fork) and starts new ones on use.
+
+When to call the pool (the code generator's threshold). Measured with bench/pool_overhead.py:
+- an empty launch costs 0.25 µs inline, 0.4 µs split (the caller takes every chunk before a worker
+  wakes), 3.7 µs when a hot worker must join; after 2 ms idle the worker sleeps and joining it costs
+  20-35 µs on a quiet machine (shared/notes/cpu-kernels.md) and up to milliseconds on a loaded one;
+- a woken worker that is late costs little, because the caller keeps taking chunks, but a worker
+  descheduled in the middle of a chunk delays the launch by the rest of that chunk;
+- with the cores busy with other work, 2 threads gain nothing (Linux gives each session a share,
+  not each thread), and the pool cost 0-15% on kernels from 25 µs to 300 ms; on a quiet machine two
+  threads paid off from about 1 ms of work with a plain condition-variable pool (notes); from the
+  overheads above this pool should break even near 100 µs (an estimate: not measurable under load).
+So: call tg_parallel_for only for kernels of at least ~250 µs of single-thread work, which for the
+code generator's estimates is PARALLEL_MIN_FLOPS for compute-bound loops at ~5-10 GFLOP/s per core
+(elementwise and reductions; a register-tiled matmul runs ~10x faster per flop, so use ~10x more),
+or PARALLEL_MIN_BYTES moved for memory-bound loops (~10 GB/s per core). Below that, run the loop
+directly. Choose `grain` so that one chunk is at least ~10 µs of work (~50,000 flops or ~100 KB), and
+a multiple of the vector width.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+from typing import Optional
+
+# Work per launch below which a kernel should not call the pool at all (see the docstring).
+PARALLEL_MIN_FLOPS = 2_000_000
+PARALLEL_MIN_BYTES = 2_500_000
+
+POOL_SOURCE = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef void (*tg_body)(void *ctx, long long lo, long long hi);
+
+#define CHUNKS_PER_THREAD 32
+#define WORKER_SPIN_NS 20000LL  /* a worker polls this long for the next launch before it sleeps */
+#define CALLER_SPIN_NS 20000LL  /* the caller polls this long for the last chunks before it sleeps */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static int sleepers, caller_waiting;  /* guarded by lock */
+static atomic_flag busy = ATOMIC_FLAG_INIT;  /* held by the one launch that uses the workers */
+static _Atomic int thread_count;  /* 0 until first asked */
+static int workers_started;       /* touched only while holding busy */
+
+/* The launch in flight. Written by its caller before it publishes `ticket`; a worker reads it only
+   after claiming a chunk, and the launch cannot finish (and be overwritten) before that chunk is done. */
+static tg_body job_body;
+static void *job_ctx;
+static long long job_n, job_chunk;
+static _Atomic unsigned long long ticket;  /* (number of chunks << 32) | next chunk to hand out */
+static _Atomic long long chunks_done;
+
+static int count_threads(void) {
+  const char *env = getenv("CPU_THREADS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end == 0 && v >= 1 && v <= 4096) return (int)v;
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? (int)online : 1;
+}
+
+int tg_num_threads(void) {
+  int n = atomic_load_explicit(&thread_count, memory_order_relaxed);
+  if (n == 0) { n = count_threads(); atomic_store_explicit(&thread_count, n, memory_order_relaxed); }
+  return n;
+}
+
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static int has_work(void) {
+  unsigned long long t = atomic_load_explicit(&ticket, memory_order_relaxed);
+  return (t & 0xffffffffULL) < (t >> 32);
+}
+
+/* Claim and run chunks until none is left; then count them done (once, so a launch in flight
+   cannot finish between two of them) and wake the caller if this finished the launch. */
+static void run_chunks(int is_caller) {
+  long long mine = 0, total = 0;
+  for (;;) {
+    unsigned long long t = atomic_fetch_add_explicit(&ticket, 1, memory_order_acquire);
+    long long i = (long long)(t & 0xffffffffULL);
+    total = (long long)(t >> 32);
+    if (i >= total) break;
+    long long lo = i * job_chunk, hi = lo + job_chunk < job_n ? lo + job_chunk : job_n;
+    job_body(job_ctx, lo, hi);
+    mine++;
+  }
+  if (mine == 0) return;
+  long long done = atomic_fetch_add_explicit(&chunks_done, mine, memory_order_acq_rel) + mine;
+  if (done == total && !is_caller) {
+    pthread_mutex_lock(&lock);
+    if (caller_waiting) pthread_cond_signal(&done_cv);
+    pthread_mutex_unlock(&lock);
+  }
+}
+
+static void *worker_main(void *unused) {
+  (void)unused;
+  for (;;) {
+    run_chunks(0);
+    long long deadline = now_ns() + WORKER_SPIN_NS;
+    while (!has_work() && now_ns() < deadline) for (int k = 0; k < 64; k++) cpu_relax();
+    if (has_work()) continue;
+    pthread_mutex_lock(&lock);
+    while (!has_work()) { sleepers++; pthread_cond_wait(&work_cv, &lock); sleepers--; }
+    pthread_mutex_unlock(&lock);
+  }
+  return NULL;
+}
+
+/* Start the workers; returns how many run (fewer than asked if the system refuses threads). */
+static int start_workers(int wanted) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigset_t all, old;  /* workers block signals: they belong to the threads that run Python */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int started = 0;
+  for (; started < wanted; started++) {
+    pthread_t tid;
+    if (pthread_create(&tid, &attr, worker_main, NULL) != 0) break;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  return started;
+}
+
+void tg_parallel_for(tg_body body, void *ctx, long long n, long long grain) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (n <= grain || tg_num_threads() == 1 || atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) {
+    body(ctx, 0, n);
+    return;
+  }
+  if (workers_started == 0) workers_started = start_workers(tg_num_threads() - 1);
+  if (workers_started == 0) {
+    atomic_flag_clear_explicit(&busy, memory_order_release);
+    body(ctx, 0, n);
+    return;
+  }
+  long long pieces = (n + grain - 1) / grain, most = (long long)CHUNKS_PER_THREAD * (workers_started + 1);
+  long long chunk = grain * ((pieces + most - 1) / most), chunks = (n + chunk - 1) / chunk;
+  job_body = body, job_ctx = ctx, job_n = n, job_chunk = chunk;
+  atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&ticket, (unsigned long long)chunks << 32, memory_order_release);
+  pthread_mutex_lock(&lock);
+  for (int k = 0; k < sleepers && k < chunks - 1; k++) pthread_cond_signal(&work_cv);
+  pthread_mutex_unlock(&lock);
+
+  run_chunks(1);
+  long long deadline = now_ns() + CALLER_SPIN_NS;
+  while (atomic_load_explicit(&chunks_done, memory_order_acquire) < chunks && now_ns() < deadline)
+    for (int k = 0; k < 64; k++) cpu_relax();
+  if (atomic_load_explicit(&chunks_done, memory_order_acquire) < chunks) {
+    pthread_mutex_lock(&lock);
+    caller_waiting = 1;
+    while (atomic_load_explicit(&chunks_done, memory_order_acquire) < chunks) pthread_cond_wait(&done_cv, &lock);
+    caller_waiting = 0;
+    pthread_mutex_unlock(&lock);
+  }
+  atomic_flag_clear_explicit(&busy, memory_order_release);
+}
+
+/* fork: the child has only the forking thread. Hold the lock across fork so the child never copies
+   it mid-update, then give the child a fresh pool that starts its own workers on first use. */
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_child(void) {
+  pthread_mutex_init(&lock, NULL);
+  pthread_cond_init(&work_cv, NULL);
+  pthread_cond_init(&done_cv, NULL);
+  sleepers = caller_waiting = 0;
+  workers_started = 0;
+  atomic_store(&ticket, 0);
+  atomic_store(&chunks_done, 0);
+  atomic_flag_clear(&busy);
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+"""
+
+
+_load_lock = threading.Lock()
+_pool: Optional[ctypes.CDLL] = None  # kept for the process lifetime: kernels resolve against it
+
+
+def _check_cpu_threads() -> None:
+  value = os.environ.get("CPU_THREADS")
+  if value is None or value == "": return
+  if not value.isdigit() or not 1 <= int(value) <= 4096:
+    raise ValueError(f"CPU_THREADS must be a whole number of threads from 1 to 4096, got {value!r}")
+
+
+def load_pool() -> ctypes.CDLL:
+  """Compile (once, disk-cached) and load the pool with RTLD_GLOBAL; later calls return the same library."""
+  global _pool
+  if _pool is not None: return _pool
+  with _load_lock:
+    if _pool is None:
+      _check_cpu_threads()
+      from tgfn_drivers.cpu import CCompiler  # imported here: cpu.py imports this module
+      compiler = CCompiler()
+      compiler.extra_flags = ("-pthread",)
+      binary = compiler.compile_cached(POOL_SOURCE)
+      with tempfile.NamedTemporaryFile(prefix="tgfn-pool-", suffix=".so") as f:
+        f.write(binary)
+        f.flush()
+        lib = ctypes.CDLL(f.name, mode=ctypes.RTLD_GLOBAL)  # never closed, so the mapping stays
+      lib.tg_num_threads.restype, lib.tg_num_threads.argtypes = ctypes.c_int, []
+      _pool = lib
+  return _pool
+
+
+def num_threads() -> int:
+  """The threads a parallel kernel launch uses, the caller included (fixed at the first launch)."""
+  return int(load_pool().tg_num_threads())
