@@ -44,7 +44,6 @@ def assert_same(got: np.ndarray, want: np.ndarray, dtype, rtol: float, atol: flo
 
 
 def check(prog: Program) -> None:
-  note(repr(prog))
   outs = prog.outputs()
   with default_device("CPU"):
     cpu_vals = run_tgfn(prog)
@@ -72,4 +71,5 @@ def check(prog: Program) -> None:
 @given(prog=programs())
 @fuzz_settings(bounded_examples=30)
 def test_programs_agree_across_devices_and_numpy(prog: Program) -> None:
+  note(repr(prog))
   check(prog)

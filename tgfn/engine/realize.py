@@ -3,6 +3,7 @@ output buffers, launch. Realized results are remembered so later graphs load ins
 from __future__ import annotations
 
 import math
+import os
 import time
 import weakref
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
     linear = codegen(kernel.ast, dev.renderer)
     if spec_enabled(): verify_linear(linear)
     src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+    if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
+      from tgfn.tools.process_replay import record; record(device, kernel, src)
     if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]}")
     if DEBUG() >= 4: print(src)
     if DEBUG() >= 5:
