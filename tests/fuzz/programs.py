@@ -43,6 +43,8 @@ class Step:
   tg: Callable[..., Array]
   ref: Callable[..., tuple[np.ndarray, Optional[Tol]]]
   keeps: bool = False
+  host: Optional[np.ndarray] = None  # input steps: their data and dtype
+  dtype: Optional[DType] = None
 
 
 @dataclass
@@ -58,9 +60,15 @@ class Program:
     return [i for i, s in enumerate(self.steps) if s.args and i not in used] or [len(self.steps) - 1]
 
 
-def run_tgfn(prog: Program) -> list[Array]:
+  def input_hosts(self) -> list[tuple[np.ndarray, DType]]:
+    return [(s.host, s.dtype) for s in self.steps if not s.args]
+
+
+def run_tgfn(prog: Program, inputs: Optional[list[Array]] = None) -> list[Array]:
+  """Every pool value; the input steps take `inputs` (in order) when given, else their own data."""
   pool: list[Array] = []
-  for s in prog.steps: pool.append(s.tg(*[pool[a] for a in s.args]))
+  given = iter(inputs) if inputs is not None else None
+  for s in prog.steps: pool.append(next(given) if given is not None and not s.args else s.tg(*[pool[a] for a in s.args]))
   return pool
 
 
@@ -291,7 +299,7 @@ def reduction_step(rec: OpRecord, x: int, dt: DType, axis: Any, kwargs: dict, co
 
 def input_step(host: np.ndarray, dt: DType) -> Step:
   return Step(f"array(np.array({host.tolist()}, dtype=np.{host.dtype}), dtype={dt.name})", (),
-              lambda: tnp.array(host, dtype=dt), lambda: (host, None), keeps=True)
+              lambda: tnp.array(host, dtype=dt), lambda: (host, None), keeps=True, host=host, dtype=dt)
 
 
 def cast_step(x: int, src: DType, dst: DType) -> Step:

@@ -1,6 +1,7 @@
 """Differential fuzzing: random programs of elementwise, reduction, movement, indexing, update and cast
-ops (tests/fuzz/programs.py) run on the CPU and on the PYTHON reference interpreter, and compared with
-each other and with NumPy given tgfn's documented semantics. Ints and bools must agree exactly; floats
+ops (tests/fuzz/programs.py) run on the CPU (eagerly, under jit, and under vmap against a Python loop)
+and on the PYTHON reference interpreter, and compared with each other and with NumPy given tgfn's
+documented semantics. Ints and bools must agree exactly; floats
 to a few ulp between devices and to the op table's tolerance against NumPy, NaN in the same places."""
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
+import tgfn
+import tgfn.numpy as tnp
+from tgfn.array import Array
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -43,11 +47,33 @@ def assert_same(got: np.ndarray, want: np.ndarray, dtype, rtol: float, atol: flo
   np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
+def check_transforms(prog: Program, outs: list[int], cpu: dict) -> None:
+  """jit(program) == program, and vmap(program) over a batch of two input sets == a loop over them."""
+  inputs = [tnp.array(h, dtype=dt) for h, dt in prog.input_hosts()]
+  def program(*xs: Array) -> list[Array]:
+    pool = run_tgfn(prog, list(xs))
+    return [pool[i] for i in outs]
+  for i, got in zip(outs, tgfn.jit(program)(*inputs)):
+    assert_same(host(got), cpu[i], got.dtype, 0.0, 0.0, f"v{i} jit vs eager")
+  # the second input set: each input's values in reverse order
+  others = [tnp.array(np.flip(h).copy(), dtype=dt) for h, dt in prog.input_hosts()]
+  batched = tgfn.vmap(program)(*[tnp.stack([a, b]) for a, b in zip(inputs, others)])
+  loop = [program(*inputs), program(*others)]
+  for k, (i, got) in enumerate(zip(outs, batched)):
+    want = np.stack([host(loop[0][k]), host(loop[1][k])])
+    dt = got.dtype
+    tol = TRANSCENDENTAL[dt].rtol if dt.is_float else 0.0
+    finite = want[np.isfinite(want)] if dt.is_float else want
+    scale = float(np.abs(finite.astype(np.float64)).max()) if finite.size else 0.0
+    assert_same(host(got), want, dt, tol, tol * scale, f"v{i} vmap vs loop")
+
+
 def check(prog: Program) -> None:
   outs = prog.outputs()
   with default_device("CPU"):
     cpu_vals = run_tgfn(prog)
     cpu = {i: host(cpu_vals[i]) for i in outs}
+    check_transforms(prog, outs, cpu)
   with default_device("PYTHON"):
     py_vals = run_tgfn(prog)
     py = {i: host(py_vals[i]) for i in outs}
