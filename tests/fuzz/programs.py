@@ -53,6 +53,7 @@ class Program:
   steps: list[Step] = field(default_factory=list)
 
   def __repr__(self) -> str: return "\n".join(f"v{i} = {s.desc}" for i, s in enumerate(self.steps))
+  def _repr_pretty_(self, p: Any, cycle: bool) -> None: p.text(repr(self))  # hypothesis reports
 
   def outputs(self) -> list[int]:
     """The computed values nothing later consumes (so every step's result is observed, directly or not)."""

@@ -25,7 +25,7 @@ from tgfn.dtype import DType, dtypes
 from tests.fuzz.programs import index_strategy, reshape_target
 from tests.fuzz.settings import fuzz_settings
 from tests.op_registry import Domain
-from tests.strategies import arrays
+from tests.strategies import arrays, axes
 
 VALUES = Domain(-2.0, 2.0, specials=False)
 
@@ -86,7 +86,8 @@ def smooth_functions(draw: Any, shape: tuple[int, ...], dt: DType) -> Fn:
                                                                        for n in s)
       op, text = (lambda p, i=i, n=new: tnp.broadcast_to(p[i], n)), f"broadcast_to(v{i}, {new})"
     elif kind == "flip":
-      op, text = (lambda p, i=i: tnp.flip(p[i])), f"flip(v{i})"
+      axis = draw(axes(len(s), True))
+      op, text = (lambda p, i=i, a=axis: tnp.flip(p[i], a)), f"flip(v{i}, {axis})"
     elif kind == "pad" and s:
       widths = tuple((draw(st.integers(0, 1)), draw(st.integers(0, 1))) for _ in s)
       op, text = (lambda p, i=i, w=widths: tnp.pad(p[i], w)), f"pad(v{i}, {widths})"
