@@ -92,14 +92,13 @@ def run_numpy(prog: Program) -> list[tuple[Optional[np.ndarray], int, Optional[T
 # ---- casts with tgfn's documented meaning
 def cast_to(host: np.ndarray, src: DType, dst: DType) -> np.ndarray:
   """Float -> int truncates toward zero, saturates at the target's range and sends NaN to 0; every
-  other conversion is NumPy's (rounding to nearest, ints wrapping), bfloat16 rounded to nearest even."""
+  other conversion is NumPy's (rounding to nearest, ints wrapping); bfloat16 is rounded to nearest even
+  from float32, as both drivers do (so an int of more than 24 bits is rounded twice)."""
   host = np.asarray(host)
   if src.is_float and dst.is_int:
     flat = [0 if math.isnan(v) else (dst.min if v < 0 else dst.max) if math.isinf(v) else
             min(max(int(v), dst.min), dst.max) for v in host.astype(np.float64).ravel().tolist()]
     return np.array(flat, dtype=dst.np).reshape(host.shape)
-  if dst is dtypes.bfloat16 and src.is_int and src.bits == 64:  # round once, from the exact integer
-    return round_bf16(host.astype(np.float64))
   return cast_host(host, dst)
 
 

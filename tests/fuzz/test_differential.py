@@ -88,10 +88,10 @@ def check(prog: Program) -> None:
     scale = float(np.abs(finite.astype(np.float64)).max()) if finite.size else 0.0
     assert_same(cpu[i], py[i], dt, tol, tol * scale, f"v{i} CPU vs PYTHON")
     want, level, mtol = mirror[i]
-    if level == EXACT:
-      assert_same(cpu[i], np.asarray(want), dt, 0.0, 0.0, f"v{i} CPU vs NumPy")
-    elif level == APPROX:
-      assert_same(cpu[i], np.asarray(want), dt, mtol.rtol, mtol.atol, f"v{i} CPU vs NumPy (within {mtol})")
+    for name, got in (("CPU", cpu[i]), ("PYTHON", py[i])):
+      if level == EXACT: assert_same(got, np.asarray(want), dt, 0.0, 0.0, f"v{i} {name} vs NumPy")
+      elif level == APPROX:
+        assert_same(got, np.asarray(want), dt, mtol.rtol, mtol.atol, f"v{i} {name} vs NumPy (within {mtol})")
 
 
 @given(prog=programs())
