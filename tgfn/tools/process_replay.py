@@ -14,7 +14,6 @@ import json
 import os
 import pickle
 import runpy
-import shutil
 import subprocess
 import sys
 import tempfile
