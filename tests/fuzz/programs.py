@@ -107,7 +107,8 @@ def dtype_strategy() -> st.SearchStrategy[DType]: return st.sampled_from(ALL_DTY
 
 
 def shape_strategy() -> st.SearchStrategy[tuple[int, ...]]:
-  return st.lists(st.integers(0, MAX_SIDE), min_size=0, max_size=3).map(tuple)
+  # sides of 2 or more first: hypothesis favours the first choices, and most bugs need them
+  return st.lists(st.sampled_from([2, 3, 4, 1, 0]), min_size=0, max_size=3).map(tuple)
 
 
 def draw_host(draw: Any, dt: DType, shape: tuple[int, ...]) -> np.ndarray:
