@@ -20,6 +20,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
 DEVICES = ["CPU", "PYTHON"]
 
 
+def pytest_addoption(parser) -> None:
+  parser.addoption("--fuzz", action="store_true",
+                   help="run the fuzzers in tests/fuzz long: TGFN_FUZZ examples per test (default 2000)")
+
+
+def pytest_configure(config) -> None:
+  if config.getoption("--fuzz"): os.environ.setdefault("TGFN_FUZZ", "2000")  # read by tests/fuzz/settings.py
+
+
 @pytest.fixture(params=DEVICES)
 def device(request, monkeypatch) -> str:
   """Run the test with `request.param` as the default device."""

@@ -91,6 +91,8 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
   src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+  if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
+    from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
   if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
   if DEBUG() >= 4: print(src)
   if DEBUG() >= 5:

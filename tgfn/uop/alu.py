@@ -38,6 +38,16 @@ def _scalar_type(dtype: DType) -> Any:
   return np.float32 if dtype is dtypes.bfloat16 else dtype.np.type
 
 
+def _int_as_double(v: int) -> float:
+  """An int as a double that rounds to float32 or float16 as the int itself does (as C converts): exact
+  up to 53 bits; beyond, the dropped bits leave a sticky 1 in the lowest kept bit (round to odd), so a
+  tie in the narrow type is never made by the double rounding."""
+  k = abs(v).bit_length() - 53
+  if k <= 0: return float(v)
+  kept = (abs(v) >> k) | (1 if abs(v) & ((1 << k) - 1) else 0)
+  return math.copysign(float(kept << k), v)
+
+
 def cast(value: Any, src: DType, dst: DType) -> Any:
   # a folded CONST holds a Python float: round it to its own dtype first (overflowing to inf), as C does
   if src.is_float:
@@ -46,6 +56,7 @@ def cast(value: Any, src: DType, dst: DType) -> Any:
   if dst.is_bool: return bool(value != 0)
   if dst.is_float:
     if src.is_bool: value = int(value)
+    elif dst is not dtypes.float64 and not src.is_float: value = _int_as_double(int(value))
     if dst is dtypes.bfloat16: return float_to_bf16(np.float64(value))
     return _scalar_type(dst)(value)
   if src.is_float:  # truncate toward zero, saturate, NaN -> 0

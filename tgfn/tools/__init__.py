@@ -1,0 +1,1 @@
+"""Developer tools: process replay (kernel capture and comparison)."""
