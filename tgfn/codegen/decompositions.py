@@ -189,7 +189,8 @@ def _log2(x: UOp) -> UOp:
   return _const(x, 0.0).lt(x).where(x.ne(math.inf).where(out, inf), special)
 
 
-def _sin(x: UOp) -> UOp:
+def _sin_cos(x: UOp, quarter_turns: int) -> UOp:
+  """sin(x + quarter_turns * pi/2): sin for 0, cos for 1. The shift is added to the quadrant, exactly."""
   fmt = _FORMATS[x.dtype]
   n = _round(x * (2.0 / math.pi), fmt)
   # Cody-Waite: all products but the last are exact, and so are the differences but the last two, so r
@@ -201,15 +202,20 @@ def _sin(x: UOp) -> UOp:
   z = r * r
   sin_r = r + (r * z) * _poly(z, fmt.sin_poly)
   cos_r = _poly(z, fmt.cos_poly) * z + 1.0
-  # sin(r + n pi/2) for n mod 4 = 0, 1, 2, 3: sin r, cos r, -sin r, -cos r (two's complement & 3 = mod 4)
-  quadrant = n.cast(fmt.bits)
+  # sin(r + q pi/2) for q mod 4 = 0, 1, 2, 3: sin r, cos r, -sin r, -cos r (two's complement & 3 = mod 4)
+  quadrant = n.cast(fmt.bits) + quarter_turns
   odd = quadrant.alu(Ops.AND, _const(quadrant, 1)).ne(0)
   out = odd.where(cos_r, sin_r)
   return quadrant.alu(Ops.AND, _const(quadrant, 2)).ne(0).where(-out, out)
+
+
+def _sin(x: UOp) -> UOp: return _sin_cos(x, 0)
+def _cos(x: UOp) -> UOp: return _sin_cos(x, 1)
 
 
 decompose_transcendentals = PatternMatcher([
   (UPat(Ops.EXP2, tuple(_FORMATS), (UPat.var("x"),)), _exp2),
   (UPat(Ops.LOG2, tuple(_FORMATS), (UPat.var("x"),)), _log2),
   (UPat(Ops.SIN, tuple(_FORMATS), (UPat.var("x"),)), _sin),
+  (UPat(Ops.COS, tuple(_FORMATS), (UPat.var("x"),)), _cos),
 ])

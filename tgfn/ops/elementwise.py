@@ -335,19 +335,14 @@ def expm1(x: Array) -> Array:
 
 # ---- trigonometric and hyperbolic
 def sin(x: Any) -> Array: return _float(x)._alu(Ops.SIN)
+def cos(x: Any) -> Array: return _float(x)._alu(Ops.COS)
 
 
 @_halves_in_float32
-def cos(x: Array) -> Array: return _cos(x)
-
-
-def _cos(x: Array) -> Array:
-  # cos(x) = sin(pi/2 - |x|): |x| keeps the subtraction exact near zero for both signs
-  return (math.pi / 2 - abs(x))._alu(Ops.SIN)
-
-
-@_halves_in_float32
-def tan(x: Array) -> Array: return sin(x) / _cos(x)
+def tan(x: Array) -> Array:
+  """sin / cos: each is within an ulp (the C library's, or the decomposition's exact range reduction),
+  so the quotient is within about two, also near the poles where cos alone sets the relative error."""
+  return x._alu(Ops.SIN) / x._alu(Ops.COS)
 
 
 @_halves_in_float32
