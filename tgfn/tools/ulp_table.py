@@ -69,8 +69,8 @@ NEGATED_RANGE_FUNCTIONS = {"exp", "exp2", "expm1"}  # their second and third ran
 
 # the largest ulp error tgfn promises per function, on every path and range above, float32 and float64
 # (tests/codegen/test_ulp_bounds.py asserts them; docs/numpy.md shows the measured table)
-BOUNDS = {"sin": 2.0, "cos": 2.0, "tan": 3.5, "exp": 1.5, "exp2": 1.5, "expm1": 3.5, "log": 3.0, "log2": 3.0,
-          "log10": 4.0, "log1p": 4.0, "sqrt": 0.5, "tanh": 4.5, "sinh": 3.5, "cosh": 2.0, "arctan": 3.0}
+BOUNDS = {"sin": 2.5, "cos": 2.5, "tan": 3.5, "exp": 2.0, "exp2": 1.5, "expm1": 4.0, "log": 3.5, "log2": 3.0,
+          "log10": 4.5, "log1p": 4.0, "sqrt": 0.51, "tanh": 5.0, "sinh": 4.0, "cosh": 2.0, "arctan": 3.0}
 
 PATHS = ("C", "decomposed", "PYTHON")
 _PATH_ENV = {"C": {"DEV": "CPU", "TRANSCENDENTAL": "1"}, "decomposed": {"DEV": "CPU", "TRANSCENDENTAL": "2"},
