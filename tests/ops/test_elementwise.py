@@ -85,7 +85,7 @@ def test_power_special_cases(device: str) -> None:
   """C99 pow: x**0 = 1 and 1**y = 1 even for NaN; (-1)**+-inf = 1; (-inf)**0.5 = inf; (-0.0)**-1 = -inf."""
   a = np.array([np.nan, 1.0, -1.0, -np.inf, -0.0, -8.0, -8.0, 0.0, 2.0], np.float32)
   b = np.array([0.0, np.nan, np.inf, 0.5, -1.0, 1 / 3, 3.0, -2.0, -np.inf], np.float32)
-  with np.errstate(all="ignore"): want = np.power(a, b)
+  with np.errstate(all="ignore"): want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
   assert_close(tnp.power(tnp.array(a), tnp.array(b)), want)
   assert_close(tnp.array(a) ** 0.5, np.array([np.nan, 1, np.nan, np.inf, 0, np.nan, np.nan, 0, math.sqrt(2)],
                                              np.float32))
@@ -141,7 +141,7 @@ def test_aliases_and_operators(device: str) -> None:
   assert_close(x - y, a - b)
   assert_close(-x, -a)
   assert_close(abs(x), np.abs(a))
-  assert_close(2.0 ** x, np.power(np.float32(2), a), rtol=4e-6)
+  assert_close(2.0 ** x, np.exp2(a.astype(np.float64)).astype(np.float32), rtol=4e-6)
   assert_close(3 - x, 3 - a)
   assert_close(tnp.around(x), np.round(a))
   assert_close(tnp.bitwise_not(tnp.array([1, 2], dtype=tnp.uint8)), np.invert(np.array([1, 2], np.uint8)))

@@ -37,6 +37,6 @@ def test_reasons_are_written_down():
 
 def test_non_differentiable_ops_are_only_integer_boolean_or_leaves():
   allowed = {Ops.TRUNC, Ops.BITCAST, Ops.BUFFER, Ops.CONST, Ops.PLACEHOLDER} | (GroupOp.ALU - {
-    Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.MAX,
+    Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.MAX,
     Ops.WHERE, Ops.CAST})
   assert set(NO_VJP_NEEDED) <= allowed

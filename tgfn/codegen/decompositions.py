@@ -1,22 +1,25 @@
 """Transcendental functions built from basic arithmetic, for renderers without exp2/log2/sin.
 
-`decompose_transcendentals` rewrites every float32/float64 EXP2, LOG2 and SIN (half types were
+`decompose_transcendentals` rewrites every float32/float64 EXP2, LOG2, SIN and COS (half types were
 widened to float32 by `promote_halves` before this runs) into ADD, SUB, MUL, FDIV, CMPLT, CMPNE,
-WHERE, AND, OR, SHL, SHR, NEG, CAST and same-size BITCAST. Each function reduces its argument to a
-small interval, evaluates a polynomial there and undoes the reduction exactly:
+WHERE, AND, OR, SHL, SHR, NEG, CAST and same-size BITCAST (plus 64-bit integer arithmetic for the
+reduction of huge sin/cos arguments). Each function reduces its argument to a small interval,
+evaluates a polynomial there and undoes the reduction exactly:
 
   exp2(x) = 2^n * 2^f       n = round(x), f in [-0.5, 0.5]; 2^n is built in the exponent bits
   log2(x) = e + log2(m)     x = m * 2^e with m in [sqrt(1/2), sqrt(2)), read from the bits;
                             log2(m) = 2/ln2 * atanh(t), t = (m - 1) / (m + 1), an odd series in t
-  sin(x)  = +-sin(r) or +-cos(r)   x = n * pi/2 + r, |r| <= pi/4, the quadrant n mod 4 picks which
+  sin(x)  = +-sin(r) or +-cos(r)   x = n * pi/2 + r, |r| <= pi/4, the quadrant n mod 4 picks which;
+  cos(x)  = sin(x + pi/2)          the same reduction, one quadrant further
 
-Accuracy, measured on 2M random inputs per case against NumPy in a wider type (float64 for
-float32, long double for float64): exp2 1.1 ulp (a denormal result may be one step off), log2 2.9 ulp
-(both dtypes), sin 2.4 ulp (float32, |x| < 51000) and 1.5 ulp (float64, |x| < 1e6). The
-reduction of sin is exact for |n| < 2^15 (float32) and 2^33 (float64), so the absolute error stays
-about an ulp of 1 up to |x| ~ 51000 and ~1.3e10; beyond, results are inaccurate but stay in [-1, 1].
+The reduction x - n * pi/2 is exact for every finite x: Cody-Waite (pi/2 split in three or four
+parts) for |x| < 2^15 (float32) or 2^33 (float64), Payne-Hanek (x times a window of 2/pi's bits, in
+integer arithmetic) beyond. Accuracy against correctly rounded results (tgfn/tools/ulp_table.py prints
+the table, docs/numpy.md holds it): exp2 about 1 ulp (a denormal result may be one step off), log2
+under 3 ulp, sin and cos under 2 ulp over the whole float range, in float32 and float64.
 Special values follow C99/NumPy: exp2 overflows to inf and underflows (gradually) to 0,
-log2(0) = -inf, log2(x < 0) = NaN, log2(inf) = inf, sin(+-inf) = NaN, and NaN in gives NaN out.
+log2(0) = -inf, log2(x < 0) = NaN, log2(inf) = inf, sin(+-inf) = cos(+-inf) = NaN, sin(-0.0) = -0.0,
+and NaN in gives NaN out.
 
 The code relies only on the semantics every renderer must provide (tgfn/uop/alu.py): IEEE binary
 arithmetic rounding to nearest, without reassociation or flushing denormals to zero. A contracted
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from dataclasses import dataclass
 
 from tgfn.dtype import DType, dtypes
@@ -74,6 +78,18 @@ class _Format:
   cos_poly: tuple[float, ...]    # C, ascending: cos(r) = 1 + r^2 * C(r^2)
   sin_bound: float               # |r| after reduction never exceeds this; S and C are fitted up to it
   pi_2: tuple[float, ...]        # the Cody-Waite split of pi/2
+  cody_waite_bits: int           # Cody-Waite reduces |x| < 2^cody_waite_bits, Payne-Hanek the rest
+  payne_hanek_limbs: int         # 32-bit limbs of 2/pi in Payne-Hanek's window
+
+  @property
+  def pi_2_pair(self) -> tuple[float, float]:
+    """pi/2 = hi + lo to about twice the dtype's precision: hi is pi/2 rounded to the dtype, lo the rest."""
+    hi = self.rounded(math.pi / 2)
+    return hi, self.rounded((_PI_2_Q128 - int(hi * 2.0 ** 128)) / 2 ** 128)
+
+  def rounded(self, v: float) -> float:
+    """v rounded to this format (float64 values pass unchanged)."""
+    return struct.unpack("f", struct.pack("f", v))[0] if self.mantissa == 23 else v
 
   @property
   def min_normal(self) -> float: return math.ldexp(1.0, 1 - self.bias)
@@ -99,7 +115,10 @@ _FORMATS = {
     # pi/4 plus the worst rounding of n = round(x * 2/pi) for |n| < 2^15 (pi/2 * 2^15 * 2^-24 < 0.004)
     sin_bound=0.79,
     # |n| < 2^15 (|x| < 51000) keeps n*C1, n*C2, n*C3 exact in 24 bits; n * (tail < 2^-51) < 2^-36
-    pi_2=_split_pi_2(4, 9, 24)),
+    pi_2=_split_pi_2(4, 9, 24), cody_waite_bits=15,
+    # F = 94 fraction bits: |x| * 2/pi mod 4 off by < 2^(24 - 94), far below the closest float32 to a
+    # multiple of pi/2
+    payne_hanek_limbs=3),
   dtypes.float64: _Format(
     dtypes.int64, 52, 1023,
     # P: degree 10 on [-1/2, 1/2]: relative error 1.8e-17 (2^f's: < 7.3e-18)
@@ -119,7 +138,10 @@ _FORMATS = {
     # pi/4 plus the worst rounding of n = round(x * 2/pi) for |n| < 2^33 (pi/2 * 2^33 * 2^-53 < 2e-6)
     sin_bound=0.786,
     # |n| < 2^33 (|x| < 1.3e10) keeps n*C1 and n*C2 exact in 53 bits; n * (tail < 2^-93) < 2^-60
-    pi_2=_split_pi_2(3, 20, 53)),
+    pi_2=_split_pi_2(3, 20, 53), cody_waite_bits=33,
+    # F = 190 fraction bits: off by < 2^(53 - 190); the closest float64 to a multiple of pi/2 is about
+    # 2^-61 from it (6381956970095103 * 2^797, Muller's table), so r keeps all its bits
+    payne_hanek_limbs=6),
 }
 
 
@@ -189,27 +211,121 @@ def _log2(x: UOp) -> UOp:
   return _const(x, 0.0).lt(x).where(x.ne(math.inf).where(out, inf), special)
 
 
-def _sin(x: UOp) -> UOp:
+# 2/pi in fixed point, 1280 fraction bits: int(mpmath.floor(2 / mpmath.pi * 2**1280)) at 1400 bits
+_TWO_OVER_PI_Q1280 = int(
+  "a2f9836e4e441529fc2757d1f534ddc0db6295993c439041fe5163abdebbc561"
+  "b7246e3a424dd2e006492eea09d1921cfe1deb1cb129a73ee88235f52ebb4484"
+  "e99c7026b45f7e413991d639835339f49c845f8bbdf9283b1ff897ffde05980f"
+  "ef2f118b5a0a6d1f6d367ecf27cb09b74f463f669e5fea2d7527bac7ebe5f17b"
+  "3d0739f78a5292ea6bfb5fb11f8d5d0856033046fc7b6babf0cfbc209af4361d", 16)
+# its bits as 32-bit words, most significant first, after one zero word (the bits of weight 2^0 .. 2^-31
+# ... 2^31 of 2/pi, all zero), so a window may start up to 32 bits before the binary point
+_TWO_OVER_PI_WORDS = (0,) + tuple((_TWO_OVER_PI_Q1280 >> (1280 - 32 * (i + 1))) & 0xFFFFFFFF for i in range(40))
+
+
+def _u64(x: UOp, value: int) -> UOp: return UOp.const(x.dtype, value)
+
+
+def _payne_hanek(x: UOp, fmt: _Format, limbs: int) -> tuple[UOp, UOp]:
+  """(n mod 4, r) with |x| = n * pi/2 + r, |r| <= pi/4, for any finite |x| >= 2^-1: Payne-Hanek.
+
+  |x| = m * 2^s with an integer mantissa m. Only the bits of 2/pi whose product with m lands below 2^2
+  matter modulo 4 (the rest give multiples of 4 quadrants), so a window of 32 * `limbs` bits of 2/pi,
+  starting at the one of weight 2^-(s - 1), is multiplied by m in 32-bit limbs (uint64 arithmetic,
+  modulo 2^(32 * limbs)). The product is |x| * 2/pi mod 4 with F = 32 * limbs - 2 fraction bits, off by
+  less than m * 2^-F: the top 2 bits are the quadrant, the rest the fraction, rounded to nearest."""
+  u64, i64, dtype = dtypes.uint64, dtypes.int64, x.dtype
+  bits = UOp(Ops.BITCAST, fmt.bits, (x,)).cast(i64)
+  exponent = bits.alu(Ops.SHR, _const(bits, fmt.mantissa)).alu(Ops.AND, _const(bits, 2 * fmt.bias + 1))
+  m = bits.alu(Ops.AND, _const(bits, (1 << fmt.mantissa) - 1)).alu(Ops.OR, _const(bits, 1 << fmt.mantissa)).cast(u64)
+  # the window's first bit, counted from the start of the padded table: weight 2^-(s-1), s = e - bias - mantissa
+  start = exponent - (fmt.bias + fmt.mantissa + 2) + 32
+  word, offset = start.alu(Ops.SHR, _const(start, 5)), start.alu(Ops.AND, _const(start, 31)).cast(u64)
+  last = (2 * fmt.bias - fmt.bias - fmt.mantissa + 30) >> 5  # the word holding the largest finite x's start
+  def table_word(k: int) -> UOp:  # _TWO_OVER_PI_WORDS[word + k], as a chain of selects over the word index
+    out = _u64(m, 0)
+    for i in range(last + 1): out = word.ne(i).where(out, _u64(m, _TWO_OVER_PI_WORDS[i + k]))
+    return out
+  words = [table_word(k) for k in range(limbs + 1)]
+  mask = _u64(m, 0xFFFFFFFF)
+  # the window, least significant limb first
+  w = [words[k].alu(Ops.SHL, offset).alu(Ops.OR, words[k + 1].alu(Ops.SHR, _u64(m, 32) - offset)).alu(Ops.AND, mask)
+       for k in reversed(range(limbs))]
+  a = [m.alu(Ops.AND, mask), m.alu(Ops.SHR, _u64(m, 32))] if fmt.mantissa >= 32 else [m]
+  # schoolbook product modulo 2^(32 * limbs): column sums of 32-bit halves stay far below 2^64
+  columns = [_u64(m, 0) for _ in range(limbs)]
+  for i, ai in enumerate(a):
+    for j, wj in enumerate(w):
+      if i + j >= limbs: continue
+      p = ai * wj
+      columns[i + j] = columns[i + j] + p.alu(Ops.AND, mask)
+      if i + j + 1 < limbs: columns[i + j + 1] = columns[i + j + 1] + p.alu(Ops.SHR, _u64(m, 32))
+  product, carry = [], _u64(m, 0)
+  for c in columns:
+    c = c + carry
+    product.append(c.alu(Ops.AND, mask))
+    carry = c.alu(Ops.SHR, _u64(m, 32))
+  top = product[-1]
+  # round to the nearest quadrant: the fraction's first bit carries into n, and the fraction, read as a
+  # two's complement number, is then in [-1/2, 1/2)
+  n = top.alu(Ops.SHR, _u64(m, 30)) + top.alu(Ops.SHR, _u64(m, 29)).alu(Ops.AND, _u64(m, 1))
+  def fraction_bits(k: int) -> UOp:  # the 64 bits after the quadrant bits, starting k limbs further down
+    hi, mid, lo = (product[limbs - 1 - k - i] if limbs - 1 - k - i >= 0 else _u64(m, 0) for i in range(3))
+    return hi.alu(Ops.SHL, _u64(m, 34)).alu(Ops.OR, mid.alu(Ops.SHL, _u64(m, 2))).alu(Ops.OR, lo.alu(Ops.SHR, _u64(m, 30)))
+  high = UOp(Ops.BITCAST, i64, (fraction_bits(0),))           # the fraction times 2^64, signed
+  low = fraction_bits(2).alu(Ops.SHR, _u64(m, 1)).cast(i64)   # the next 63 bits, times 2^127
+  # the fraction as hi + lo: hi is `high` rounded to the dtype, lo the (exact) integer residual and the rest
+  hi = high.cast(dtype)
+  lo = (high - hi.cast(i64)).cast(dtype) + low.cast(dtype) * 2.0 ** -63
+  hi, lo = hi * 2.0 ** -64, lo * 2.0 ** -64
+  # r = (hi + lo) * pi/2 with hi * pi/2 split exactly into p + e (Dekker's product, Veltkamp's split)
+  pi_2_hi, pi_2_lo = fmt.pi_2_pair
+  split = float((1 << ((fmt.mantissa + 2) // 2)) + 1)
+  def halves(v: UOp) -> tuple[UOp, UOp]:
+    c = v * split
+    h = c - (c - v)
+    return h, v - h
+  (hh, hl), (ph, pl) = halves(hi), halves(_const(hi, pi_2_hi))
+  p = hi * pi_2_hi
+  e = (((hh * ph - p) + hh * pl) + hl * ph) + hl * pl
+  r = p + (e + (hi * pi_2_lo + lo * pi_2_hi))
+  return n.cast(fmt.bits), r
+
+
+def _sin_cos(x: UOp, quarter_turns: int) -> UOp:
+  """sin(x + quarter_turns * pi/2): sin for 0, cos for 1. The shift is added to the quadrant, exactly."""
   fmt = _FORMATS[x.dtype]
   n = _round(x * (2.0 / math.pi), fmt)
-  # Cody-Waite: all products but the last are exact, and so are the differences but the last two, so r
-  # is x - n*pi/2 to about an ulp of r. inf and NaN give NaN here (inf - inf) and NaN propagates.
+  # Cody-Waite for |x| < 2^cody_waite_bits: all products but the last are exact, and so are the
+  # differences but the last two, so r is x - n*pi/2 to about an ulp of r
   r = x
   for part in fmt.pi_2: r = r - n * part
-  # in range this never binds; for |x| past the exact-reduction limit it keeps the result in [-1, 1]
-  r = _clamp(r, -fmt.sin_bound, fmt.sin_bound)
+  # Payne-Hanek beyond, on |x|; sin(-x) = -sin(x) and cos(-x) = cos(x) follow from negating n and r
+  ax = x.lt(0.0).where(-x, x)
+  n_far, r_far = _payne_hanek(ax, fmt, fmt.payne_hanek_limbs)
+  negative = x.lt(0.0)
+  n_far, r_far = negative.where(-n_far, n_far), negative.where(-r_far, r_far)
+  near = ax.lt(2.0 ** fmt.cody_waite_bits)
+  # inf and NaN take the far path: x - x turns them into NaN there, and adds 0 to every finite r
+  r = near.where(r, r_far + (x - x))
   z = r * r
-  sin_r = r + (r * z) * _poly(z, fmt.sin_poly)
+  # (where r * r is 0 the sum would turn r = -0.0 into +0.0)
+  sin_r = z.ne(0.0).where(r + (r * z) * _poly(z, fmt.sin_poly), r)
   cos_r = _poly(z, fmt.cos_poly) * z + 1.0
-  # sin(r + n pi/2) for n mod 4 = 0, 1, 2, 3: sin r, cos r, -sin r, -cos r (two's complement & 3 = mod 4)
-  quadrant = n.cast(fmt.bits)
+  # sin(r + q pi/2) for q mod 4 = 0, 1, 2, 3: sin r, cos r, -sin r, -cos r (two's complement & 3 = mod 4)
+  quadrant = near.where(n.cast(fmt.bits), n_far) + quarter_turns
   odd = quadrant.alu(Ops.AND, _const(quadrant, 1)).ne(0)
   out = odd.where(cos_r, sin_r)
   return quadrant.alu(Ops.AND, _const(quadrant, 2)).ne(0).where(-out, out)
+
+
+def _sin(x: UOp) -> UOp: return _sin_cos(x, 0)
+def _cos(x: UOp) -> UOp: return _sin_cos(x, 1)
 
 
 decompose_transcendentals = PatternMatcher([
   (UPat(Ops.EXP2, tuple(_FORMATS), (UPat.var("x"),)), _exp2),
   (UPat(Ops.LOG2, tuple(_FORMATS), (UPat.var("x"),)), _log2),
   (UPat(Ops.SIN, tuple(_FORMATS), (UPat.var("x"),)), _sin),
+  (UPat(Ops.COS, tuple(_FORMATS), (UPat.var("x"),)), _cos),
 ])

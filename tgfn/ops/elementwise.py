@@ -299,9 +299,26 @@ def cbrt(x: Array) -> Array:
   return sign(x) * exp2(log2(abs(x)) * (1.0 / 3.0))
 
 
+# ln 2 = hi + lo with hi's low bits zero, so n * hi is exact for |n| < 2^9 (float32) or 2^21 (float64)
+_LN2_SPLIT = {dtypes.float32: (0.693145751953125, 1.4286068203094173e-06),
+              dtypes.float64: (0.6931471803691238, 1.9082149292705877e-10)}
+# beyond these |x| exp is 0 or inf; clamping keeps 2^n's two factors finite or zero as they should be
+_EXP_CLAMP = {dtypes.float32: 200.0, dtypes.float64: 1500.0}
+
+
 @_halves_in_float32
 def exp(x: Array) -> Array:
-  return (x * LOG2_E)._alu(Ops.EXP2)
+  """exp(x) = 2^n * 2^f with n = trunc(x / ln 2) and f = (x - n ln 2) / ln 2, the product n ln 2 carried in
+  two parts (Cody-Waite): a plain exp2(x / ln 2) would scale the quotient's rounding by |x| (60 ulp at
+  x = 88). 2^n is two exact exp2 of integers, so the result rounds once and overflows or underflows
+  (gradually) only there."""
+  hi, lo = _LN2_SPLIT[x.dtype]
+  bound = _EXP_CLAMP[x.dtype]
+  x = (x < -bound)._alu(Ops.WHERE, _const_like(x, -bound), (x > bound)._alu(Ops.WHERE, _const_like(x, bound), x))
+  n = trunc(x * LOG2_E)
+  f = ((x - n * hi) - n * lo) * LOG2_E  # x - n * hi is exact (Sterbenz)
+  half = trunc(n * 0.5)
+  return f._alu(Ops.EXP2) * half._alu(Ops.EXP2) * (n - half)._alu(Ops.EXP2)
 
 
 @_halves_in_float32
@@ -335,19 +352,14 @@ def expm1(x: Array) -> Array:
 
 # ---- trigonometric and hyperbolic
 def sin(x: Any) -> Array: return _float(x)._alu(Ops.SIN)
+def cos(x: Any) -> Array: return _float(x)._alu(Ops.COS)
 
 
 @_halves_in_float32
-def cos(x: Array) -> Array: return _cos(x)
-
-
-def _cos(x: Array) -> Array:
-  # cos(x) = sin(pi/2 - |x|): |x| keeps the subtraction exact near zero for both signs
-  return (math.pi / 2 - abs(x))._alu(Ops.SIN)
-
-
-@_halves_in_float32
-def tan(x: Array) -> Array: return sin(x) / _cos(x)
+def tan(x: Array) -> Array:
+  """sin / cos: each is within an ulp (the C library's, or the decomposition's exact range reduction),
+  so the quotient is within about two, also near the poles where cos alone sets the relative error."""
+  return x._alu(Ops.SIN) / x._alu(Ops.COS)
 
 
 @_halves_in_float32
@@ -379,9 +391,10 @@ def arctan(x: Array) -> Array:
   mid = t > 0.4142135623730950
   t = mid._alu(Ops.WHERE, (t - 1.0) / (t + 1.0), t)
   z = t * t
-  # Taylor series of atan on |t| <= 0.4142 (terms to t^27 bound the error below float64 rounding)
+  # Taylor series of atan on |t| <= 0.4142: the first omitted term, 0.4142^(2K+1) / (2K+1), stays below
+  # the dtype's rounding with K = 14 terms (float32) or 23 (float64)
   poly = _const_like(x, 0.0)
-  for k in range(13, -1, -1): poly = poly * z + ((-1) ** k) / (2 * k + 1)
+  for k in range(22 if x.dtype is dtypes.float64 else 13, -1, -1): poly = poly * z + ((-1) ** k) / (2 * k + 1)
   r = t * poly
   r = mid._alu(Ops.WHERE, r + math.pi / 4, r)
   r = big._alu(Ops.WHERE, math.pi / 2 - r, r)

@@ -26,7 +26,8 @@ static inline unsigned short tg_f2bf(float f) {
 THREAD_PRELUDE = """extern void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain);
 """
 
-_FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.TRUNC: "trunc"}
+_FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos",
+             Ops.TRUNC: "trunc"}
 
 
 def c_const(value: object, dtype: DType) -> str:

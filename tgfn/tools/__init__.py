@@ -1,1 +1,1 @@
-"""Developer tools: process replay (kernel capture and comparison)."""
+"""Developer tools: process replay (kernel capture and comparison), the transcendental ulp table."""

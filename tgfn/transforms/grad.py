@@ -82,6 +82,7 @@ VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.EXP2: lambda ct, y: (ct * _a(y) * LN2,),
   Ops.LOG2: lambda ct, y: (ct / (_a(y.src[0]) * LN2),),
   Ops.SIN: lambda ct, y: (ct * _tnp().cos(_a(y.src[0])),),
+  Ops.COS: lambda ct, y: (-ct * _tnp().sin(_a(y.src[0])),),
   Ops.MAX: _max_vjp,
   Ops.WHERE: lambda ct, y: (None, _tnp().where(_a(y.src[0]), ct, 0.0).astype(ct.dtype),
                             _tnp().where(_a(y.src[0]), 0.0, ct).astype(ct.dtype)),

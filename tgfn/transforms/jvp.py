@@ -93,6 +93,7 @@ JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.EXP2: _unary(lambda y, t: t * _a(y) * LN2),
   Ops.LOG2: _unary(lambda y, t: t / (_a(y.src[0]) * LN2)),
   Ops.SIN: _unary(lambda y, t: t * _tnp().cos(_a(y.src[0]))),
+  Ops.COS: _unary(lambda y, t: -t * _tnp().sin(_a(y.src[0]))),
   Ops.MAX: _max_jvp,
   Ops.WHERE: _where_jvp,
   Ops.CAST: _unary(lambda y, t: t.astype(y.dtype) if y.dtype.is_float else None),

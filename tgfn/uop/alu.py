@@ -10,6 +10,7 @@ Semantics chosen where C leaves them undefined (and the C renderer implements th
   shifts by >= the bit width give 0 (or -1 for an arithmetic right shift of a negative number);
   float -> int casts truncate toward zero, saturate out of range, and send NaN to 0;
   MAX propagates NaN.
+EXP2, LOG2, SIN and COS are computed in float64 by the C library and rounded to the dtype (see _libm).
 """
 from __future__ import annotations
 
@@ -96,6 +97,26 @@ def _fmax(a: Any, b: Any) -> Any:
   return a if a > b else b
 
 
+def _exp2(x: float) -> float:
+  try: return math.pow(2.0, x)
+  except OverflowError: return math.inf
+
+
+def _log2(x: float) -> float:
+  if x > 0 or x != x: return math.log2(x)
+  return -math.inf if x == 0 else math.nan
+
+
+_LIBM = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: math.sin, Ops.COS: math.cos}
+
+
+def _libm(op: Ops, x: float) -> float:
+  """A transcendental in float64 through the C library (Python's math), so the reference does not depend on
+  which SIMD path NumPy picks on this CPU; rounded once more to float32 it is within about half an ulp."""
+  if math.isinf(x) and op in (Ops.SIN, Ops.COS): return math.nan
+  return _LIBM[op](x)
+
+
 def exec_alu(op: Ops, dtype: DType, srcs: tuple[Any, ...], src_dtypes: tuple[DType, ...]) -> Any:
   """Apply `op` to Python/NumPy scalar `srcs` of `src_dtypes`, producing a value of `dtype`."""
   if op is Ops.CAST: return cast(srcs[0], src_dtypes[0], dtype)
@@ -141,9 +162,7 @@ def _float_alu(op: Ops, dtype: DType, *srcs: Any) -> Any:
     elif op is Ops.NEG: r = -v[0]
     elif op is Ops.RECIP: r = t(1) / v[0]
     elif op is Ops.SQRT: r = np.sqrt(v[0])
-    elif op is Ops.EXP2: r = np.exp2(v[0])
-    elif op is Ops.LOG2: r = np.log2(v[0])
-    elif op is Ops.SIN: r = np.sin(v[0])
+    elif op in _LIBM: r = _libm(op, float(v[0]))
     elif op is Ops.TRUNC: r = np.trunc(v[0])
     else: raise ValueError(f"{op} is not defined on {dtype}")
   r = t(r)

@@ -45,7 +45,7 @@ class Ops(Enum):
   DETACH = auto()       # stop_gradient: no derivative flows through
   CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
   # ---- elementwise ALU, every level. Unary:
-  NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto()  # noqa: E702
+  NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); COS = auto()  # noqa: E702
   TRUNC = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
   # binary:
   ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto()  # noqa: E702
@@ -87,8 +87,8 @@ class AxisType(Enum):
 
 
 class GroupOp:
-  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.TRUNC, Ops.CAST,
-                     Ops.BITCAST})
+  Unary = frozenset({Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TRUNC,
+                     Ops.CAST, Ops.BITCAST})
   Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT,
                       Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
   Ternary = frozenset({Ops.WHERE})
@@ -96,7 +96,7 @@ class GroupOp:
   Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
   Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
   Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
-  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
+  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
 
 
 class UOp:
