@@ -49,6 +49,7 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   red_axes = [i for i, a in enumerate(axes) if a.kind is AxisType.REDUCE]
   opts: list[Opt] = []
   sizes = [a.size for a in axes]
+  if 0 in sizes: return opts  # an empty loop: nothing to optimize
 
   width = 1
   if buffers and all(b.dtype in VECTOR_DTYPES for b in buffers) and len(stores) == 1:

@@ -69,7 +69,7 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     raise OptError(f"{opt}: the kernel already has a vector axis")
   if opt.op is OptOps.UPCAST and reduce: raise OptError(f"{opt}: UPCAST needs an output axis (UNROLL a reduction)")
   if opt.op is OptOps.UNROLL and not reduce: raise OptError(f"{opt}: UNROLL needs a reduction axis")
-  if opt.amount < 2 or rng.size % opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
+  if opt.amount < 2 or rng.size == 0 or rng.size % opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
   next_id = 1 + max(u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE)
   inner = UOp.range(opt.amount, next_id, _KIND[opt.op])
   # the outer part stays even when it has one trip, so later opts address the same axis numbers

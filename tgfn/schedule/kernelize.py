@@ -82,7 +82,31 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
     # for every multiply-add: compute it once into a buffer
     base = _computed_base(n.src[0])
     if in_reduction[n] and base.op not in _INPUTS and _computes(base, realize): realize.add(base)
-  return realize
+  return _reductions_once(realize)
+
+
+def _reductions_once(realize: set[UOp]) -> set[UOp]:
+  """Give a buffer to every reduction that more than one kernel would compute (each would redo it in full)."""
+  while True:
+    kernels_of: dict[UOp, int] = {}
+    for root in realize:
+      for x in _unrealized(root, realize):
+        if x.op is Ops.REDUCE_AXIS and x is not root: kernels_of[x] = kernels_of.get(x, 0) + 1
+    shared = {x for x, n in kernels_of.items() if n > 1}
+    if not shared: return realize
+    realize |= shared
+
+
+def _unrealized(node: UOp, realize: set[UOp]) -> list[UOp]:
+  """`node` and what it is computed from, down to realized values and inputs (one kernel's part)."""
+  seen, stack, out = set(), [node], []
+  while stack:
+    x = stack.pop()
+    if x in seen or (x in realize and x is not node) or x.op in _INPUTS: continue
+    seen.add(x)
+    out.append(x)
+    stack.extend(x.src)
+  return out
 
 
 def _computes(node: UOp, realize: set[UOp]) -> bool:

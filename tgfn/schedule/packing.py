@@ -10,6 +10,8 @@ ops and a CONTIGUOUS: the scheduler and codegen need to know nothing about it.
 """
 from __future__ import annotations
 
+import math
+
 from tgfn.device import Device
 from tgfn.codegen.opts import VECTOR_DTYPES
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
@@ -18,41 +20,62 @@ PANEL = 16
 MIN_ROWS, MIN_DEPTH = 8, 16  # smaller contractions do not repay the copy
 
 
-def _panel_view(b: UOp) -> UOp:
-  """`b` (shape (..., k, m)) copied into panels and viewed back in its own shape."""
-  *lead, k, m = b.shape
+def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
+  return tuple(order.index(i) for i in range(len(order)))
+
+
+def _panel_view(b: UOp, k_axis: int, j_axis: int) -> UOp:
+  """`b` copied so that axis j is cut into panels of PANEL, each panel holding all of axis k
+  (`[j // PANEL][k][j % PANEL]`), and viewed back in its own shape."""
+  rest = [i for i in range(len(b.shape)) if i not in (k_axis, j_axis)]
+  to_kj = (*rest, k_axis, j_axis)
+  kj = UOp(Ops.PERMUTE, b.dtype, (b,), to_kj)
+  lead, k, m = tuple(b.shape[i] for i in rest), b.shape[k_axis], b.shape[j_axis]
   nl = len(lead)
-  split = UOp(Ops.RESHAPE, b.dtype, (b,), (*lead, k, m // PANEL, PANEL))
-  order = (*range(nl), nl + 1, nl, nl + 2)  # (..., m/PANEL, k, PANEL)
-  packed = UOp(Ops.CONTIGUOUS, b.dtype, (UOp(Ops.PERMUTE, b.dtype, (split,), order),))
-  back = UOp(Ops.PERMUTE, b.dtype, (packed,), order)  # the order is its own inverse
-  return UOp(Ops.RESHAPE, b.dtype, (back,), b.shape)
+  split = UOp(Ops.RESHAPE, b.dtype, (kj,), (*lead, k, m // PANEL, PANEL))
+  panels = (*range(nl), nl + 1, nl, nl + 2)  # (..., m/PANEL, k, PANEL); its own inverse
+  packed = UOp(Ops.CONTIGUOUS, b.dtype, (UOp(Ops.PERMUTE, b.dtype, (split,), panels),))
+  back = UOp(Ops.RESHAPE, b.dtype, (UOp(Ops.PERMUTE, b.dtype, (packed,), panels),), (*lead, k, m))
+  return UOp(Ops.PERMUTE, b.dtype, (back,), _inverse(to_kj))
+
+
+def _is_packed(b: UOp) -> bool:
+  return any(u.op is Ops.CONTIGUOUS and u.src[0].op is Ops.PERMUTE for u in (b, *b.src, *b.src[0].src) if u.src) \
+    or b.op is Ops.PERMUTE and b.src[0].op is Ops.RESHAPE and b.src[0].src[0].op is Ops.PERMUTE and \
+    b.src[0].src[0].src[0].op is Ops.CONTIGUOUS
 
 
 def _packed(red: UOp) -> UOp | None:
   alu_op, axes = red.arg
   src = red.src[0]
   if alu_op is not Ops.ADD or len(axes) != 1 or src.op is not Ops.MUL or src.dtype not in VECTOR_DTYPES: return None
-  *_, n, k, m = src.shape if len(src.shape) >= 3 else (0, 0, 0)
-  if axes[0] != len(src.shape) - 2 or m % PANEL or m < 2 * PANEL or k < MIN_DEPTH or n < MIN_ROWS: return None
+  shape, k_axis = src.shape, axes[0]
+  outputs = [i for i in range(len(shape)) if i != k_axis and shape[i] > 1]
+  if len(outputs) < 2: return None
+  j_axis = outputs[-1]  # the output axis the kernel vectorizes: the innermost one
+  k, m = shape[k_axis], shape[j_axis]
+  if m % PANEL or m < 2 * PANEL or k < MIN_DEPTH: return None
   for i, operand in enumerate(src.src):
     if operand.op is not Ops.EXPAND: continue
     b = operand.src[0]
-    if b.shape[-3] != 1 or b.shape[-1] != m or b.shape[-2] != k: continue  # not the one broadcast over rows
-    if b.op is Ops.RESHAPE and b.src[0].op is Ops.PERMUTE and b.src[0].src[0].op is Ops.CONTIGUOUS: return None
-    expanded = UOp(Ops.EXPAND, operand.dtype, (_panel_view(b),), operand.arg)
-    new_src = src.replace(src=tuple(expanded if j == i else s for j, s in enumerate(src.src)))
+    # the operand broadcast over the other output axes, varying along j and k only
+    if [a for a in range(len(shape)) if b.shape[a] > 1] != sorted((k_axis, j_axis)): continue
+    if math.prod(shape[a] for a in outputs[:-1]) < MIN_ROWS or _is_packed(b): return None
+    expanded = UOp(Ops.EXPAND, operand.dtype, (_panel_view(b, k_axis, j_axis),), operand.arg)
+    new_src = src.replace(src=tuple(expanded if n == i else s for n, s in enumerate(src.src)))
     return red.replace(src=(new_src,))
   return None
 
 
 def pack_contraction_operands(outs: list[UOp]) -> list[UOp]:
   """`outs` with the column operand of each large enough contraction read from packed panels, on devices
-  whose kernels are optimized."""
-  mapping = {}
+  whose kernels are optimized. Rebuilt bottom-up, so a contraction inside another's operand is packed
+  once and every consumer sees the same node."""
+  done: dict[UOp, UOp] = {}
   for u in toposort(outs):
-    if u.op is not Ops.REDUCE_AXIS: continue
-    if not Device[u.device or Device.DEFAULT].renderer.supports_opts: continue
-    if (new := _packed(u)) is not None: mapping[u] = new
-  if not mapping: return outs
-  return [substitute(o, mapping) for o in outs]
+    src = tuple(done[s] for s in u.src)
+    new = u if src == u.src else u.replace(src=src)
+    if new.op is Ops.REDUCE_AXIS and Device[new.device or Device.DEFAULT].renderer.supports_opts:
+      new = _packed(new) or new
+    done[u] = new
+  return [done[o] for o in outs]
