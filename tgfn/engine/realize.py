@@ -72,7 +72,8 @@ def compile_kernel(kernel: LoweredKernel, device: str) -> CompiledKernel:
       for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
     program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
     Counters.kernels_compiled += 1
-    _compiled[key] = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear))
+    # two threads may compile the same kernel at once: both keep the first one stored
+    return _compiled.setdefault(key, CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear)))
   return _compiled[key]
 
 

@@ -13,6 +13,8 @@ import functools
 import inspect
 import os
 import sys
+import sysconfig
+import threading
 import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -27,6 +29,21 @@ from tgfn.tree import flatten, unflatten
 from tgfn.uop.ops import Ops, UOp, normalize_const, toposort
 
 IntOrSeq = Union[int, Sequence[int]]
+
+
+def refcounts_are_exact(implementation: str, version: tuple[int, int], gil_disabled_build: bool,
+                        gil_enabled: bool) -> bool:
+  """Whether sys.getrefcount is exact and immediate, so that a count equal to the references the jit
+  cache itself holds proves nobody else holds the object: true for the standard (GIL) CPython 3.10 to
+  3.13. Free-threaded builds (3.13t) defer and bias counts; 3.14 borrows references on the stack
+  without counting them; other implementations have no counts at all."""
+  return implementation == "cpython" and (3, 10) <= version <= (3, 13) and not gil_disabled_build and gil_enabled
+
+
+# Recycling a dropped result's buffer (see JitFunction._run) is on only where the proof holds.
+RECYCLE_RESULTS = refcounts_are_exact(sys.implementation.name, sys.version_info[:2],
+                                      bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                                      getattr(sys, "_is_gil_enabled", lambda: True)())
 
 
 def _as_tuple(x: Any) -> tuple:
@@ -56,9 +73,12 @@ class _Entry:
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
     self.single_output = out_tree == flatten(0)[1] and passthrough == [None] and state is None
-    self.recycle = self.single_output and graph.can_reuse_outputs and sys.implementation.name == "cpython"
+    self.recycle = self.single_output and graph.can_reuse_outputs and RECYCLE_RESULTS
     self.last: Optional[Array] = None
     self.refs = (0, 0, 0)
+    # one call at a time when calls share memory: the graph's intermediates. (Recycling needs no lock:
+    # a thread reusing `last` holds a reference to it, so any other thread's count check fails.)
+    self.lock = threading.Lock() if graph.has_scratch else None
 
 
 class Lowered:
@@ -81,6 +101,8 @@ class JitFunction:
     self._flat_cache: dict[tuple, _Entry] = {}  # the same entries, keyed for calls with only Array arguments
     self._keys_seen: list[Any] = []
     self.trace_count = 0
+    # threads whose first calls race trace and compile once; reentrant: tracing may call this function
+    self._compile_lock = threading.RLock()
 
   def _cache_size(self) -> int: return len(self._cache)
   def clear_cache(self) -> None:
@@ -126,19 +148,27 @@ class JitFunction:
     key = (in_tree, sig, static)
     entry = self._cache.get(key)
     if entry is None:
-      entry = self._compile(key, args, kwargs, leaves, in_tree, static)
-      if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]: self._flat_cache[sig] = entry
+      with self._compile_lock:
+        if (entry := self._cache.get(key)) is None:
+          entry = self._compile(key, args, kwargs, leaves, in_tree, static)
+          if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]:
+            self._flat_cache[sig] = entry
     return self._run(entry, inputs, leaves)
 
   @staticmethod
   def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     if entry.input_plan is not None: inputs = [inputs[i] if dtype is None else _scalar_buffer(inputs[i], dtype)
                                                for i, dtype in entry.input_plan]
+    if entry.lock is None: return JitFunction._launch(entry, inputs, leaves)
+    with entry.lock: return JitFunction._launch(entry, inputs, leaves)
+
+  @staticmethod
+  def _launch(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     if entry.recycle:
       # The previous result is recycled when nothing but this cache refers to it anymore: not the Array
       # (not even a weak reference), not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody
-      # can see it change, and the call skips an allocation and two object constructions. Reference
-      # counts are exact in CPython.
+      # can see it change, and the call skips an allocation and two object constructions. Only on
+      # interpreters whose reference counts are exact (RECYCLE_RESULTS).
       last = entry.last
       if last is not None and sys.getrefcount(last) == entry.refs[0] and not weakref.getweakrefcount(last) and \
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
@@ -246,7 +276,7 @@ class JitFunction:
     bound = _bind_leaves(leaves, compute=False)
     if bound is None: raise TypeError("jit(...).lower needs concrete arguments, got traced values")
     key = (in_tree, bound[0], static)
-    entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
+    with self._compile_lock: entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
     return Lowered(entry.graph)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
