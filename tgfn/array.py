@@ -257,6 +257,11 @@ class Array:
     from tgfn.ops.indexing import getitem
     return getitem(self, idx)
 
+  def __setitem__(self, idx: Any, value: Any) -> None:
+    where = _index_text(idx)
+    raise TypeError(f"tgfn Arrays are immutable and do not support item assignment. Instead of "
+                    f"x[{where}] = y, use x = x.at[{where}].set(y) (or .add, .multiply, .min, .max)")
+
   # ---- NumPy-style methods
   def reshape(self, *shape: Any, order: str = "C") -> Array:
     return _np().reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape, order)
@@ -292,6 +297,18 @@ class Array:
 def _np() -> Any:
   import tgfn.numpy
   return tgfn.numpy
+
+
+def _index_text(idx: Any) -> str:
+  """An index as the user wrote it inside brackets, for messages: 0, 1:3, ..., (else 'idx')."""
+  def one(i: Any) -> str:
+    if i is None or i is Ellipsis: return "None" if i is None else "..."
+    if isinstance(i, slice):
+      text = ":".join("" if v is None else str(v) for v in (i.start, i.stop))
+      return text + (f":{i.step}" if i.step is not None else "")
+    return str(i) if isinstance(i, (int, np.integer)) else "idx"
+  parts = [one(i) for i in (idx if isinstance(idx, tuple) else (idx,))]
+  return "idx" if "idx" in parts else ", ".join(parts)
 
 
 # ---- broadcasting and promotion, shared by every op that takes several arrays
