@@ -62,8 +62,8 @@ class Array:
   # ---- construction
   @staticmethod
   def from_data(data: Any, dtype: Optional[Any] = None, device: Optional[str] = None) -> Array:
-    if isinstance(data, Array):
-      out = data if dtype is None else data.astype(dtype)
+    if isinstance(data, Array):  # (a traced Python scalar converts as the scalar itself would)
+      out = as_array(data, None if dtype is None else to_dtype(dtype))
       return out if device is None else device_put(out, device)
     dt = to_dtype(dtype) if dtype is not None else _host_dtype_for(data)
     host = np.asarray(data)
@@ -257,6 +257,11 @@ class Array:
     from tgfn.ops.indexing import getitem
     return getitem(self, idx)
 
+  def __setitem__(self, idx: Any, value: Any) -> None:
+    where = _index_text(idx)
+    raise TypeError(f"tgfn Arrays are immutable and do not support item assignment. Instead of "
+                    f"x[{where}] = y, use x = x.at[{where}].set(y) (or .add, .multiply, .min, .max)")
+
   # ---- NumPy-style methods
   def reshape(self, *shape: Any, order: str = "C") -> Array:
     return _np().reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape, order)
@@ -294,6 +299,18 @@ def _np() -> Any:
   return tgfn.numpy
 
 
+def _index_text(idx: Any) -> str:
+  """An index as the user wrote it inside brackets, for messages: 0, 1:3, ..., (else 'idx')."""
+  def one(i: Any) -> str:
+    if i is None or i is Ellipsis: return "None" if i is None else "..."
+    if isinstance(i, slice):
+      text = ":".join("" if v is None else str(v) for v in (i.start, i.stop))
+      return text + (f":{i.step}" if i.step is not None else "")
+    return str(i) if isinstance(i, (int, np.integer)) else "idx"
+  parts = [one(i) for i in (idx if isinstance(idx, tuple) else (idx,))]
+  return "idx" if "idx" in parts else ", ".join(parts)
+
+
 # ---- broadcasting and promotion, shared by every op that takes several arrays
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   ndim = max((len(s) for s in shapes), default=0)
@@ -315,8 +332,32 @@ def _weak_scalar(x: Any) -> Optional[Scalar]:
   return None
 
 
+class TracedScalar(Array):
+  """A Python scalar argument of a jitted function while it is traced: its value is abstract, its type
+  weak, as in eager code. Where eager code would make the constant `Array.const(value, dtype)` (an
+  operation with an array, `tnp.asarray(s, dtype)`), this gives a placeholder of that dtype, which jit
+  fills from the Python value on every call with the same conversion and range check as the constant.
+  Used on its own (`s * 2`, `tnp.sin(s)`), it is the scalar's default dtype (int32 or float32)."""
+
+  def __init__(self, uop: UOp, kind: type, materialize: Any):
+    super().__init__(uop)
+    self.kind = kind                  # int or float: the weak type (a node of the promotion lattice)
+    self._materialize = materialize   # DType -> UOp placeholder of that dtype, recorded by the trace
+
+  def as_dtype(self, dtype: DType) -> Array:
+    return Array(self.uop if dtype is self.dtype else self._materialize(dtype))
+
+
+def _promotion_type(x: Any) -> Any:
+  """What `x` contributes to `result_type`: a weak scalar (or its type) or an array's dtype."""
+  if isinstance(x, (bool, int, float)): return x
+  if type(x) is TracedScalar: return x.kind
+  return _array_dtype(x)
+
+
 def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
   """An Array from an Array (cast to `dtype` if given), a scalar (a constant) or array data."""
+  if type(x) is TracedScalar: return Array(x.uop) if dtype is None else x.as_dtype(dtype)  # as the scalar would
   if isinstance(x, Array): return x if dtype is None else x.astype(dtype)
   if (scalar := _weak_scalar(x)) is not None:
     return Array.const(scalar, dtype if dtype is not None else result_type(scalar))
@@ -326,7 +367,7 @@ def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
 def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
   """Cast `xs` to their common dtype (JAX promotion, scalars weak) and broadcast them together."""
   xs = tuple(s if (s := _weak_scalar(x)) is not None else x for x in xs)
-  common = dtype or result_type(*[x if isinstance(x, (bool, int, float)) else _array_dtype(x) for x in xs])
+  common = dtype or result_type(*[_promotion_type(x) for x in xs])
   arrays = [as_array(x, common) for x in xs]
   devices = {a.uop.device for a in arrays} - {None}
   if len(devices) > 1:

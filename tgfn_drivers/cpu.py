@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -132,26 +133,38 @@ class MallocAllocator(Allocator):
     self._free: dict[int, list[int]] = {}
     self._size: dict[int, int] = {}
     self._pooled_bytes = 0
+    # Threads share the pool. The locked sections create no Python container, so no garbage collection
+    # (and no Buffer.__del__ calling free) can start inside one; the lock need not be reentrant.
+    self._lock = threading.Lock()
 
   def alloc(self, nbytes: int) -> int:
     size = max(64, (nbytes + 63) // 64 * 64)
-    blocks = self._free.get(size)
-    if blocks:
-      self._pooled_bytes -= size
-      return blocks.pop()
+    if self._free.get(size):
+      self._lock.acquire()
+      if blocks := self._free[size]:  # still there: another thread may have taken the last one
+        self._pooled_bytes -= size
+        ptr = blocks.pop()
+        self._lock.release()
+        return ptr
+      self._lock.release()
     ptr = _libc.aligned_alloc(64, size)
     if not ptr: raise MemoryError(f"could not allocate {nbytes} bytes on the CPU")
-    self._size[ptr] = size
+    self._size[ptr] = size  # (one dict store: atomic)
     return ptr
 
   def free(self, handle: int) -> None:
     size = self._size[handle]
-    if size <= self.POOLED_BLOCK and self._pooled_bytes + size <= self.POOL_LIMIT:
-      self._free.setdefault(size, []).append(handle)
-      self._pooled_bytes += size
-    else:
-      del self._size[handle]
-      _libc.free(handle)
+    if size <= self.POOLED_BLOCK:
+      blocks = self._free.get(size) or self._free.setdefault(size, [])
+      self._lock.acquire()
+      if self._pooled_bytes + size <= self.POOL_LIMIT:
+        blocks.append(handle)
+        self._pooled_bytes += size
+        self._lock.release()
+        return
+      self._lock.release()
+    del self._size[handle]
+    _libc.free(handle)
   def copyin(self, handle: int, data: memoryview) -> None:
     if data.nbytes: ctypes.memmove(handle, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
   def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)

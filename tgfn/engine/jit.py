@@ -80,7 +80,9 @@ class CompiledGraph:
     self._replay = self._make_replay() if plain else None
 
   def _plan_intermediates(self) -> None:
-    """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size)."""
+    """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size).
+    They belong to the graph, so two calls of it must not run at once (`has_scratch` says when)."""
+    self.has_scratch = False
     per_call = set(self.output_slots) | set(range(self.n_inputs)) | set(self.fixed)
     last_use: dict[int, int] = {}
     for i, step in enumerate(self.steps):
@@ -89,6 +91,7 @@ class CompiledGraph:
     for i, step in enumerate(self.steps):
       out = step.slots[0]
       if out not in per_call:
+        self.has_scratch = True
         info = self.slots[out]
         self.fixed[out] = free[info.key()].pop() if free.get(info.key()) else Buffer(info.device, info.size, info.dtype)
       for s in set(step.slots):

@@ -146,17 +146,21 @@ def _max_for_shift(x: Array, axes: tuple[int, ...]) -> Array:
 
 def softmax(x: Any, axis: Axis = -1) -> Array:
   """exp(x) / sum(exp(x)) over `axis` (an int, a tuple, or None for all), computed as
-  exp(x - max) / sum(exp(x - max)): three kernels (max, sum, normalize)."""
+  exp(x - max) / sum(exp(x - max)): three kernels (max, sum, normalize). An empty x gives an empty
+  result, as in JAX."""
   x = _float(x)
   axes = normalize_axes(axis, x.ndim)
+  if x.size == 0: return x  # (an empty axis: there is no max to subtract, and nothing to normalize)
   unnormalized = tnp.exp(x - stop_gradient(tnp.max(x, axes, keepdims=True)))
   return unnormalized / tnp.sum(unnormalized, axes, keepdims=True)
 
 
 def log_softmax(x: Any, axis: Axis = -1) -> Array:
-  """x - logsumexp(x) over `axis`, computed from the shifted x - max so no exp overflows."""
+  """x - logsumexp(x) over `axis`, computed from the shifted x - max so no exp overflows. An empty x
+  gives an empty result, as in JAX."""
   x = _float(x)
   axes = normalize_axes(axis, x.ndim)
+  if x.size == 0: return x
   shifted = x - stop_gradient(tnp.max(x, axes, keepdims=True))
   return shifted - tnp.log(tnp.sum(tnp.exp(shifted), axes, keepdims=True))
 

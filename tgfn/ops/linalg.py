@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from tgfn.array import Array, as_array, broadcast_shapes, promote
+from tgfn.array import Array, TracedScalar, _promotion_type, as_array, broadcast_shapes, promote
 from tgfn.dtype import result_type
 from tgfn.ops.axes import normalize_axis
 from tgfn.ops.reduction import sum as _sum
@@ -30,8 +30,8 @@ def _is_py_scalar(x: Any) -> bool: return isinstance(x, (bool, int, float)) and 
 
 def _operands(*xs: Any) -> list[Array]:
   """`xs` as Arrays of their common dtype (JAX promotion, Python scalars weak), each keeping its shape."""
-  arrays = [x if _is_py_scalar(x) else as_array(x) for x in xs]
-  dtype = result_type(*[x if _is_py_scalar(x) else x.dtype for x in arrays])
+  arrays = [x if _is_py_scalar(x) or type(x) is TracedScalar else as_array(x) for x in xs]
+  dtype = result_type(*[x if _is_py_scalar(x) else _promotion_type(x) for x in arrays])
   return [as_array(x, dtype) for x in arrays]
 
 

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from tgfn.array import Array, _weak_scalar, as_array, broadcast_shapes
+from tgfn.array import Array, _promotion_type, _weak_scalar, as_array, broadcast_shapes
 from tgfn.dtype import dtypes, result_type, to_dtype
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.uop.ops import Ops
@@ -174,7 +174,7 @@ def _promoted(values: Sequence[Any], dtype: Any) -> list[Array]:
   xs = [v if isinstance(v, Array) or _weak_scalar(v) is not None else as_array(v) for v in values]
   if not xs: return []
   dt = to_dtype(dtype) if dtype is not None else \
-    result_type(*[x.dtype if isinstance(x, Array) else _weak_scalar(x) for x in xs])
+    result_type(*[_promotion_type(x if isinstance(x, Array) else _weak_scalar(x)) for x in xs])
   return [as_array(x, dt) for x in xs]
 
 

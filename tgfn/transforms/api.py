@@ -102,9 +102,11 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
     result = vjp(partial, *(args[n] for n in nums), has_aux=has_aux)
     out, vjp_fn = result[0], result[1]
     if not isinstance(out, Array) or out.shape != () or not out.dtype.is_float:
-      shape = getattr(out, "shape", None)
-      raise TypeError(f"grad requires {fn_name(f)} to return a float scalar, got "
-                      f"{type(out).__name__} with shape {shape}; use vjp or jacrev for non-scalar outputs")
+      got = f"an Array of dtype {out.dtype.name} and shape {out.shape}" if isinstance(out, Array) else \
+        f"a {type(out).__name__}"
+      fix = "cast it with .astype(tnp.float32)" if isinstance(out, Array) and out.shape == () else \
+        "use vjp or jacrev for non-scalar outputs"
+      raise TypeError(f"grad requires {fn_name(f)} to return a float scalar, got {got}; {fix}")
     grads = vjp_fn(Array.const(1.0, out.dtype))
     grad_value = grads[0] if isinstance(argnums, int) else grads
     return ((out, result[2]), grad_value) if has_aux else (out, grad_value)

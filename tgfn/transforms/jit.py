@@ -13,20 +13,37 @@ import functools
 import inspect
 import os
 import sys
+import sysconfig
+import threading
 import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tgfn.array import Array, as_array
+from tgfn.array import Array, TracedScalar, _check_scalar_fits, _weak_scalar, as_array
 from tgfn.device import Device
-from tgfn.dtype import result_type
+from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
-from tgfn.uop.ops import Ops
+from tgfn.uop.ops import Ops, UOp, normalize_const, toposort
 
 IntOrSeq = Union[int, Sequence[int]]
+
+
+def refcounts_are_exact(implementation: str, version: tuple[int, int], gil_disabled_build: bool,
+                        gil_enabled: bool) -> bool:
+  """Whether sys.getrefcount is exact and immediate, so that a count equal to the references the jit
+  cache itself holds proves nobody else holds the object: true for the standard (GIL) CPython 3.10 to
+  3.13. Free-threaded builds (3.13t) defer and bias counts; 3.14 borrows references on the stack
+  without counting them; other implementations have no counts at all."""
+  return implementation == "cpython" and (3, 10) <= version <= (3, 13) and not gil_disabled_build and gil_enabled
+
+
+# Recycling a dropped result's buffer (see JitFunction._run) is on only where the proof holds.
+RECYCLE_RESULTS = refcounts_are_exact(sys.implementation.name, sys.version_info[:2],
+                                      bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                                      getattr(sys, "_is_gil_enabled", lambda: True)())
 
 
 def _as_tuple(x: Any) -> tuple:
@@ -48,14 +65,20 @@ class _StatePlan:
 
 class _Entry:
   def __init__(self, graph: CompiledGraph, out_tree: Any, passthrough: list[Optional[int]],
-               state: Optional[_StatePlan] = None):
+               state: Optional[_StatePlan] = None, input_plan: Optional[list[tuple[int, Optional[DType]]]] = None):
     self.graph, self.out_tree, self.state = graph, out_tree, state
+    # with Python scalar arguments: per graph input, (leaf index, None) for an array leaf's buffer, or
+    # (leaf index, dtype) for a scalar converted to a dtype the trace used it as; None: leaves map 1:1
+    self.input_plan = input_plan
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
     self.single_output = out_tree == flatten(0)[1] and passthrough == [None] and state is None
-    self.recycle = self.single_output and graph.can_reuse_outputs and sys.implementation.name == "cpython"
+    self.recycle = self.single_output and graph.can_reuse_outputs and RECYCLE_RESULTS
     self.last: Optional[Array] = None
     self.refs = (0, 0, 0)
+    # one call at a time when calls share memory: the graph's intermediates. (Recycling needs no lock:
+    # a thread reusing `last` holds a reference to it, so any other thread's count check fails.)
+    self.lock = threading.Lock() if graph.has_scratch else None
 
 
 class Lowered:
@@ -78,6 +101,8 @@ class JitFunction:
     self._flat_cache: dict[tuple, _Entry] = {}  # the same entries, keyed for calls with only Array arguments
     self._keys_seen: list[Any] = []
     self.trace_count = 0
+    # threads whose first calls race trace and compile once; reentrant: tracing may call this function
+    self._compile_lock = threading.RLock()
 
   def _cache_size(self) -> int: return len(self._cache)
   def clear_cache(self) -> None:
@@ -123,17 +148,27 @@ class JitFunction:
     key = (in_tree, sig, static)
     entry = self._cache.get(key)
     if entry is None:
-      entry = self._compile(key, args, kwargs, leaves, in_tree, static)
-      if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]: self._flat_cache[sig] = entry
+      with self._compile_lock:
+        if (entry := self._cache.get(key)) is None:
+          entry = self._compile(key, args, kwargs, leaves, in_tree, static)
+          if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]:
+            self._flat_cache[sig] = entry
     return self._run(entry, inputs, leaves)
 
   @staticmethod
   def _run(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
+    if entry.input_plan is not None: inputs = [inputs[i] if dtype is None else _scalar_buffer(inputs[i], dtype)
+                                               for i, dtype in entry.input_plan]
+    if entry.lock is None: return JitFunction._launch(entry, inputs, leaves)
+    with entry.lock: return JitFunction._launch(entry, inputs, leaves)
+
+  @staticmethod
+  def _launch(entry: _Entry, inputs: list, leaves: Sequence[Any]) -> Any:
     if entry.recycle:
       # The previous result is recycled when nothing but this cache refers to it anymore: not the Array
       # (not even a weak reference), not its BUFFER node (no lazy graph uses it), not its Buffer. Nobody
-      # can see it change, and the call skips an allocation and two object constructions. Reference
-      # counts are exact in CPython.
+      # can see it change, and the call skips an allocation and two object constructions. Only on
+      # interpreters whose reference counts are exact (RECYCLE_RESULTS).
       last = entry.last
       if last is not None and sys.getrefcount(last) == entry.refs[0] and not weakref.getweakrefcount(last) and \
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
@@ -152,10 +187,18 @@ class JitFunction:
       outs = outs[:entry.state.n_outputs]
     return unflatten(entry.out_tree, outs)
 
-  def _trace(self, args: tuple, kwargs: dict, leaves: list,
-             in_tree: Any) -> tuple[list[Array], list[Array], Any, Optional[_StatePlan]]:
+  def _trace(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any) -> tuple[list[Array], list[Array], Any,
+                                                                               Optional[_StatePlan], Optional[list]]:
+    """Run the function on placeholders. Returns the leaves' placeholders, the outputs, their tree, the
+    Tensor state plan and the input plan (see _Entry) when there are Python scalar arguments."""
     from tgfn.tensor import Tensor
-    holders = [Array(placeholder(a.shape, a.dtype, a.uop.device)) for a in map(_leaf_value, leaves)]
+    made: dict[tuple[int, DType], UOp] = {}  # (leaf index, dtype) -> the placeholder a scalar became
+    holders: list[Array] = []
+    for i, x in enumerate(leaves):
+      if (value := _weak_value(x)) is not None: holders.append(_traced_scalar(i, value, made))
+      else:
+        a = _leaf_value(x)
+        holders.append(Array(placeholder(a.shape, a.dtype, a.uop.device)))
     # explicit Tensor arguments are passed as themselves; their reads give the placeholder (tensor state)
     traced_args, traced_kwargs = unflatten(in_tree, [x if isinstance(x, Tensor) else h for x, h in zip(leaves, holders)])
     it = iter(traced_args)
@@ -170,7 +213,8 @@ class JitFunction:
     outs, out_tree = flatten_outputs(out, fn_name(self.fun))
     arg_position = {id(x): k for k, x in enumerate(leaves) if isinstance(x, Tensor)}
     implicit = [(t, h) for key, (t, h) in st.reads.items() if key not in arg_position]
-    if not implicit and not st.writes and not st.grad_writes: return holders, outs, out_tree, None
+    input_plan = _input_plan(holders, made, outs) if made or any(type(h) is TracedScalar for h in holders) else None
+    if not implicit and not st.writes and not st.grad_writes: return holders, outs, out_tree, None, input_plan
     target = lambda t: ("arg", arg_position[id(t)]) if id(t) in arg_position else t
     writebacks: list[tuple[str, Any, Optional[int]]] = []
     n_outputs = len(outs)
@@ -181,17 +225,22 @@ class JitFunction:
       writebacks.append(("grad", target(t), None if grad is None else len(outs)))
       if grad is not None: outs.append(grad._data)
     plan = _StatePlan([t for t, _ in implicit], writebacks, n_outputs)
-    return holders + [h for _, h in implicit], outs, out_tree, plan
+    return holders + [h for _, h in implicit], outs, out_tree, plan, input_plan
 
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
-    holders, outs, out_tree, plan = self._trace(args, kwargs, leaves, in_tree)
-    graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs], self._donated_leaves(args))
+    holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
+    inputs, donated = [h.uop for h in holders], self._donated_leaves(args)
+    if input_plan is not None:  # the leaves' inputs are the planned ones; implicit Tensor inputs follow
+      inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
+      donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
+      input_plan = [(i, dtype) for i, dtype, _ in input_plan]
+    graph = CompiledGraph(inputs, [o.uop for o in outs], donated)
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.
     index = {h.uop: i for i, h in enumerate(holders[:len(leaves)])}
-    entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs], plan)
+    entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs], plan, input_plan)
     self._keys_seen.append(key)
     return entry
 
@@ -227,7 +276,7 @@ class JitFunction:
     bound = _bind_leaves(leaves, compute=False)
     if bound is None: raise TypeError("jit(...).lower needs concrete arguments, got traced values")
     key = (in_tree, bound[0], static)
-    entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
+    with self._compile_lock: entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
     return Lowered(entry.graph)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -236,11 +285,16 @@ class JitFunction:
 
 def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, list]]:
   """(cache-key signature, input buffers) for the flattened arguments, in one pass; None if any is
-  traced. A Python scalar's signature is its type (its value is traced, so a new value does not
-  retrace); an array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
+  traced. A Python int or float's signature is its weak type (its value is traced, so a new value does
+  not retrace), and its Python value stands in for a buffer (the entry's input plan converts it); an
+  array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
   from tgfn.tensor import Tensor
   sig, buffers = [], []
   for x in leaves:
+    if (value := _weak_value(x)) is not None:
+      sig.append((type(value).__name__, Device.DEFAULT))
+      buffers.append(value)
+      continue
     if isinstance(x, Tensor): x = x._data  # bound by position; its reads inside are the placeholder
     if isinstance(x, Array):
       u = x.uop
@@ -251,11 +305,45 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
           continue
         u = x._value("jit argument")
       sig.append((u.arg[2], u.dtype.name, u.arg[1]))
-    else:  # a Python scalar or host data: copied in directly, no kernel
-      u = Array.from_data(x, result_type(x) if isinstance(x, (bool, int, float)) else None).uop
-      sig.append((type(x).__name__, u.arg[1]) if type(x) in (int, float) else (u.arg[2], u.dtype.name, u.arg[1]))
+    else:  # a Python bool or host data: copied in directly, no kernel
+      u = Array.from_data(x, result_type(x) if isinstance(x, bool) else None).uop
+      sig.append((u.arg[2], u.dtype.name, u.arg[1]))
     buffers.append(u.buffer)
   return tuple(sig), buffers
+
+
+def _weak_value(x: Any) -> Optional[Union[int, float]]:
+  """A weakly typed scalar argument (Python int or float, or a NumPy one, as eager promotion treats them)
+  as a plain int or float; None for anything else (bools are strongly typed)."""
+  value = _weak_scalar(x)
+  if value is None or isinstance(value, bool): return None
+  return float(value) if isinstance(value, float) else int(value)
+
+
+def _traced_scalar(leaf: int, value: Union[int, float], made: dict[tuple[int, DType], UOp]) -> TracedScalar:
+  def materialize(dtype: DType) -> UOp:
+    if (leaf, dtype) not in made: made[leaf, dtype] = placeholder((), dtype, None)
+    return made[leaf, dtype]
+  return TracedScalar(materialize(result_type(value)), type(value), materialize)
+
+
+def _input_plan(holders: list[Array], made: dict[tuple[int, DType], UOp],
+                outs: list[Array]) -> list[tuple[int, Optional[DType], UOp]]:
+  """(leaf index, dtype or None, placeholder) per graph input: every array leaf, and each dtype a scalar
+  leaf was used as -- only those the outputs depend on, so a value is range-checked only against the
+  dtypes it really becomes (x * 2**40 with a float32 x never needs 2**40 to fit an int32)."""
+  used = set(toposort([o.uop for o in outs]))
+  plan: list[tuple[int, Optional[DType], UOp]] = []
+  for i, h in enumerate(holders):
+    if type(h) is not TracedScalar: plan.append((i, None, h.uop))
+    else: plan.extend((i, dtype, u) for (leaf, dtype), u in made.items() if leaf == i and u in used)
+  return plan
+
+
+def _scalar_buffer(value: Union[int, float], dtype: DType) -> Any:
+  """The buffer eager code's constant `Array.const(value, dtype)` would hold (same range check)."""
+  _check_scalar_fits(value, dtype)
+  return Array.from_data(normalize_const(value, dtype), dtype).uop.buffer
 
 
 def _leaf_value(leaf: Any) -> Array:

@@ -9,12 +9,19 @@ are handled the same way, by position (tgfn/transforms/jit.py binds them).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional
 
 from tgfn.array import Array
 from tgfn.transforms.trace import placeholder
 
-_active: list[StateTrace] = []
+
+class _PerThread(threading.local):
+  def __init__(self) -> None: self.active: list[StateTrace] = []
+
+
+# per thread: a trace in one thread must not capture the Tensor reads and writes of eager code in another
+_local = _PerThread()
 
 
 class StateTrace:
@@ -50,33 +57,33 @@ class StateTrace:
     self.reads[id(t)] = (t, value)
 
 
-def active() -> Optional[StateTrace]: return _active[-1] if _active else None
+def active() -> Optional[StateTrace]: return stack[-1] if (stack := _local.active) else None
 
 
 def created(t: Any) -> None:
-  if _active:
-    _active[-1].temporaries.add(id(t))
-    _active[-1]._keep.append(t)
+  if stack := _local.active:
+    stack[-1].temporaries.add(id(t))
+    stack[-1]._keep.append(t)
 
 
-def read(t: Any) -> Array: return _active[-1].read(t) if _active else t._data
-def read_grad(t: Any) -> Optional[Any]: return _active[-1].read_grad(t) if _active else t._grad
+def read(t: Any) -> Array: return stack[-1].read(t) if (stack := _local.active) else t._data
+def read_grad(t: Any) -> Optional[Any]: return stack[-1].read_grad(t) if (stack := _local.active) else t._grad
 
 
 def write(t: Any, value: Array) -> None:
-  if _active: _active[-1].write(t, value)
+  if stack := _local.active: stack[-1].write(t, value)
   else: t._data = value
 
 
 def write_grad(t: Any, grad: Optional[Any]) -> None:
-  if _active: _active[-1].write_grad(t, grad)
+  if stack := _local.active: stack[-1].write_grad(t, grad)
   else: t._grad = grad
 
 
 class tracing_state:
-  """Context manager: record Tensor reads and writes while a function is traced."""
+  """Context manager: record Tensor reads and writes while a function is traced (in this thread)."""
   def __enter__(self) -> StateTrace:
-    _active.append(StateTrace())
-    return _active[-1]
+    _local.active.append(StateTrace())
+    return _local.active[-1]
 
-  def __exit__(self, *exc: Any) -> None: _active.pop()
+  def __exit__(self, *exc: Any) -> None: _local.active.pop()

@@ -15,6 +15,7 @@ import functools
 import inspect
 import itertools
 import math
+import threading
 import weakref
 from enum import Enum, auto
 from typing import Any, Callable, Optional, Sequence
@@ -22,6 +23,8 @@ from typing import Any, Callable, Optional, Sequence
 from tgfn.dtype import DType, dtypes
 
 _NAN = float("nan")  # the one NaN object CONST args hold (see UOp.__new__)
+# guards building a new node; reentrant because a dead node's weakref callback may run inside the block
+_cache_lock = threading.RLock()
 
 
 class Ops(Enum):
@@ -115,12 +118,16 @@ class UOp:
       if (hit := cls._cache.get(key)) is not None: return hit
     except TypeError:
       raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from None
-    self = object.__new__(cls)
-    object.__setattr__(self, "op", op)
-    object.__setattr__(self, "dtype", dtype)
-    object.__setattr__(self, "src", src)
-    object.__setattr__(self, "arg", arg)
-    cls._cache[key] = self
+    # a miss: look again under the lock, or two threads could each build an equal node and identity
+    # would no longer be equality (WeakValueDictionary's get-then-set is not atomic)
+    with _cache_lock:
+      if (hit := cls._cache.get(key)) is not None: return hit
+      self = object.__new__(cls)
+      object.__setattr__(self, "op", op)
+      object.__setattr__(self, "dtype", dtype)
+      object.__setattr__(self, "src", src)
+      object.__setattr__(self, "arg", arg)
+      cls._cache[key] = self
     return self
 
   @classmethod
