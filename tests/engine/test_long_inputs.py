@@ -42,3 +42,12 @@ def test_arrays_past_two_to_the_31_elements():
   n = 2 ** 31 + 64
   y = tnp.ones((n,), dtype=tnp.uint8) * 3    # the loop bound and index need 64 bits
   assert np.asarray(y[-4:]).tolist() == [3, 3, 3, 3]
+
+
+def test_deep_graphs_lower_without_raising_the_recursion_limit():
+  import sys
+  limit = sys.getrecursionlimit()
+  x = tnp.array(np.ones(4, np.float32))
+  for _ in range(5000): x = x * 1.0 + 0.0   # one kernel, 10,000 ops deep
+  assert np.asarray(x).tolist() == [1.0] * 4
+  assert sys.getrecursionlimit() == limit
