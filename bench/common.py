@@ -252,9 +252,12 @@ FRAMEWORKS = ("tgfn", "jax", "numpy", "torch", "tinygrad")  # the column order o
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
-def bench_parser(doc: str) -> argparse.ArgumentParser:
-  """The options every workload script shares; a script adds its own."""
+def bench_parser(doc: str, rounds: int = 5, round_seconds: float = 1.0) -> argparse.ArgumentParser:
+  """The options every workload script shares (with its default rounds); a script adds its own."""
   ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+  ap.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds")
+  ap.add_argument("--round-seconds", type=float, default=round_seconds,
+                  help="time per framework per round (at least one call)")
   ap.add_argument("--quick", action="store_true", help="few repetitions: proves the script runs; rough figures")
   ap.add_argument("--frameworks", default=",".join(FRAMEWORKS),
                   help=f"comma-separated subset of {','.join(FRAMEWORKS)} (others are skipped)")

@@ -146,8 +146,6 @@ def make_runner(fw, mod, P, X, Y):
 
 def main():
   ap = bench_parser(__doc__)
-  ap.add_argument("--rounds", type=int, default=5)
-  ap.add_argument("--round-seconds", type=float, default=1.0)
   args = ap.parse_args()
   if args.quick: args.rounds, args.round_seconds = 1, 0.1
   rep = Report(args)

@@ -64,8 +64,7 @@ def measure(fw: str, folder: str) -> dict:
 
 
 def main():
-  ap = bench_parser(__doc__)
-  ap.add_argument("--rounds", type=int, default=3)
+  ap = bench_parser(__doc__, rounds=3)
   ap.add_argument("--worker", help=argparse.SUPPRESS)
   ap.add_argument("--cache")
   args = ap.parse_args()

@@ -67,8 +67,6 @@ def main():
   ap.add_argument("--rows", type=int, default=8192)
   ap.add_argument("--cols", type=int, default=1024)
   ap.add_argument("--copy-mib", type=int, default=256)
-  ap.add_argument("--rounds", type=int, default=5)
-  ap.add_argument("--round-seconds", type=float, default=1.0)
   args = ap.parse_args()
   if args.quick: args.rows, args.cols, args.copy_mib, args.rounds, args.round_seconds = 256, 256, 16, 1, 0.1
   rep = Report(args)

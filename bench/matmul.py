@@ -40,10 +40,8 @@ def products(fw, mod, a, b):
 
 
 def main():
-  ap = bench_parser(__doc__)
+  ap = bench_parser(__doc__, rounds=3, round_seconds=2.0)
   ap.add_argument("--sizes", default="1024,2048")
-  ap.add_argument("--rounds", type=int, default=3)
-  ap.add_argument("--round-seconds", type=float, default=2.0)
   args = ap.parse_args()
   if args.quick: args.sizes, args.rounds, args.round_seconds = "128", 2, 0.1
   rep = Report(args)

@@ -325,9 +325,7 @@ def run_torch_compile(args):
 # ----------------------------------------------------------------------------------------------- main
 
 def main():
-  ap = bench_parser(__doc__)
-  ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-  ap.add_argument("--round-seconds", type=float, default=2.0, help="time per framework per round (at least 1 step)")
+  ap = bench_parser(__doc__, rounds=5, round_seconds=2.0)
   ap.add_argument("--reps", type=int, default=100, help="torch.compile worker: timed steps (at most)")
   ap.add_argument("--seconds", type=float, default=10.0, help="torch.compile worker: time budget")
   ap.add_argument("--warmup", type=int, default=2, help="untimed steps before timing (after the 4 checked)")

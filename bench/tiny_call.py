@@ -70,9 +70,7 @@ def as_numpy(r): return np.asarray(r.numpy() if hasattr(r, "numpy") else r)
 
 def main():
   ap = bench_parser(__doc__)
-  ap.add_argument("--rounds", type=int, default=5)
   ap.add_argument("--calls", type=int, default=3000, help="timed calls per framework per round (at most)")
-  ap.add_argument("--round-seconds", type=float, default=1.0)
   args = ap.parse_args()
   if args.quick: args.rounds, args.calls, args.round_seconds = 2, 200, 0.1
   rep = Report(args)

@@ -63,20 +63,7 @@ class _Linearizer:
     red = self.reductions.get(u)
     return u.src + red.values + red.ranges if red is not None else u.src
 
-  def order(self, roots: Iterable[UOp]) -> list[UOp]:
-    out: list[UOp] = []
-    seen: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(list(roots))]
-    while stack:
-      node, expanded = stack.pop()
-      if node in seen: continue
-      if expanded:
-        seen.add(node)
-        out.append(node)
-        continue
-      stack.append((node, True))
-      stack.extend((s, False) for s in reversed(self.children(node)) if s not in seen)
-    return out
+  def order(self, roots: Iterable[UOp]) -> list[UOp]: return toposort(list(roots), self.children)
 
   def deps(self, root: UOp) -> frozenset[UOp]:
     """The RANGEs whose loops must be open to compute `root`."""

@@ -287,7 +287,8 @@ def normalize_const(value: Any, dtype: DType) -> Any:
   return float(value)
 
 
-def toposort(roots: Sequence[UOp]) -> list[UOp]:
+def toposort(roots: Sequence[UOp], children: Callable[[UOp], Sequence[UOp]] = lambda u: u.src) -> list[UOp]:
+  """Every node reachable from `roots` through `children` (default: the sources), each after its children."""
   order: list[UOp] = []
   seen: set[UOp] = set()
   stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
@@ -299,7 +300,7 @@ def toposort(roots: Sequence[UOp]) -> list[UOp]:
       order.append(node)
       continue
     stack.append((node, True))
-    for s in reversed(node.src):
+    for s in reversed(children(node)):
       if s not in seen: stack.append((s, False))
   return order
 
