@@ -270,8 +270,8 @@ def elementwise_step(rec: OpRecord, operands: list[Any], dts: list[Optional[DTyp
 
   def ref(*hosts: np.ndarray) -> tuple[np.ndarray, Optional[Tol]]:
     full = fill(hosts)
+    want = reference(rec, full, list(dts))
     promoted = tnp.result_type(*[lattice_arg(h, dt) for h, dt in zip(full, dts)])
-    want = reference(rec, full, promoted)
     out = rec.result_dtype(promoted)
     exact = not out.is_float or rec.name in EXACT_FLOAT_OPS
     return want, None if exact else rec.tol[out]

@@ -252,12 +252,13 @@ def test_inf_and_nan_do_not_leak(device):
   assert_close(x[[2, 1, 0], 0], a[[2, 1, 0], 0])
 
 
-def test_realized_gather_is_one_kernel(device):
+def test_realized_gather_is_at_most_two_kernels(device):
+  """The wrapped indices are computed once into a buffer (not once per one-hot compare), then gathered."""
   x = tnp.array(np.arange(20, dtype=np.float32).reshape(4, 5)).realize()
   rows = tnp.array(np.array([3, -1, 0, 9], np.int32)).realize()
   cols = tnp.array(np.array([[1], [4]], np.int32)).realize()
   for out in (x[rows], x[:, rows], x[rows, cols], x[rows, 1:4:2]):
-    assert len(create_schedule([out.uop])) == 1
+    assert len(create_schedule([out.uop])) <= 2
   assert_close(x[rows, cols], np.arange(20, dtype=np.float32).reshape(4, 5)[[[3, 3, 0, 3]], [[1], [4]]])
 
 

@@ -2,6 +2,7 @@
 itself shows no change, and a renderer that prints differently shows up as changed kernels."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ def capture_in_process(out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
   out.mkdir()
   with monkeypatch.context() as m:
     m.setenv("TGFN_CAPTURE", str(out))
-    m.setattr(realize, "_compiled", {})  # compile (and so record) every kernel again
+    m.setattr(realize, "_compiled", OrderedDict())  # compile (and so record) every kernel again
     corpus()
 
 

@@ -9,7 +9,7 @@ from tgfn.uop.ops import GroupOp, Ops
 
 # kernel- and linear-level ops never reach a transform: transforms run on tensor-level graphs only
 KERNEL_LEVEL = {Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.SINK, Ops.ENDRANGE,
-                Ops.DEFINE_ACC, Ops.ASSIGN}
+                Ops.DEFINE_ACC, Ops.ASSIGN, Ops.VECTORIZE, Ops.GEP}
 # CUSTOM nodes carry their own rules (tgfn/transforms/custom.py); every transform dispatches on them
 HANDLED_SPECIALLY = {Ops.CUSTOM}
 TENSOR_LEVEL = [op for op in Ops if op not in KERNEL_LEVEL | HANDLED_SPECIALLY]
