@@ -100,7 +100,7 @@ def method_lines(args: argparse.Namespace, started: str) -> list[str]:
     "- Environment: `bench/common.py` removes `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE` before NumPy is "
     "loaded (they select slower kernels in a current OpenBLAS); tinygrad runs on its CPU device with "
     "`DEV=CPU` (it needs `clang`: `apt-get install -y clang`); JAX with `JAX_PLATFORMS=cpu`; each framework "
-    "with its default thread count (tgfn: one thread today).",
+    "with its default thread count (tgfn: its worker pool, one thread per core unless CPU_THREADS is set).",
     "- Install the peers with `pip install -e '.[bench]'` (jax, jaxlib, torch 2.13.0 CPU, tinygrad; optax "
     "optional). A peer that is missing or fails is skipped with its reason; no number is ever made up.",
     "- The machine is shared: the load average at the start and end of each workload is listed below. "
