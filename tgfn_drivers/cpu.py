@@ -236,6 +236,19 @@ class NativeCRenderer(CStyleRenderer):
     return 64 if "__AVX512F__" in macros else 32 if "__AVX__" in macros else 16
 
   @functools.cached_property
+  def vector_fma(self) -> dict[str, str]:  # type: ignore[override]
+    """x86 builtins for whole-vector FMA: gcc compiles them about twice as fast as a loop over lanes."""
+    macros, out = self.compiler.target_macros(), {}
+    if "__FMA__" in macros:
+      out.update({"float32x4": "__builtin_ia32_vfmaddps({0}, {1}, {2})", "float64x2": "__builtin_ia32_vfmaddpd({0}, {1}, {2})",
+                  "float32x8": "__builtin_ia32_vfmaddps256({0}, {1}, {2})",
+                  "float64x4": "__builtin_ia32_vfmaddpd256({0}, {1}, {2})"})
+    if "__AVX512F__" in macros:
+      out.update({"float32x16": "__builtin_ia32_vfmaddps512_mask({0}, {1}, {2}, (unsigned short)-1, 4)",
+                  "float64x8": "__builtin_ia32_vfmaddpd512_mask({0}, {1}, {2}, (unsigned char)-1, 4)"})
+    return out
+
+  @functools.cached_property
   def registers(self) -> int:  # type: ignore[override]
     macros = self.compiler.target_macros()
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16

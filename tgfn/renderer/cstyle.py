@@ -118,6 +118,8 @@ class CStyleRenderer(Renderer):
   kernel_prefix = "void"
   buffer_qualifier = " restrict"
   supports_opts = True
+  # vector dtype name -> a fused multiply-add of whole vectors, "{0}*{1}+{2}" (else a lane loop of fma)
+  vector_fma: dict[str, str] = {}
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
     names: dict[UOp, str] = {}
@@ -204,6 +206,8 @@ class CStyleRenderer(Renderer):
     if acc.dtype.count == 1:
       if fma: return f"{fn}({ref(value.src[0])}, {ref(value.src[1])}, {ref(acc)})"
       return c_binary(u.arg, ref(acc), ref(value), dtype, value)
+    if fma and (builtin := self.vector_fma.get(acc.dtype.name)) is not None:
+      return builtin.format(*(ref(s) for s in value.src), ref(acc))
     if fma:
       a, b = (f"{ref(s)}[_l]" if s.dtype.count > 1 else ref(s) for s in value.src)
       return (f"({{ {acc.dtype.cname} _r; for (int _l = 0; _l < {acc.dtype.count}; _l++) "
