@@ -68,9 +68,10 @@ def _random_opts(seed: int):
     for opt in actions:
       if len(chosen) == 4: break
       try:
-        optimize(apply_opts(ast, []), chosen + [opt]) and chosen.append(opt)
+        optimize(ast, chosen + [opt])  # raises OptError when the opt does not fit
       except OptError:
-        pass
+        continue
+      chosen.append(opt)
     return chosen
   return choose
 

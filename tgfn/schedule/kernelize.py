@@ -111,14 +111,7 @@ def _unrealized(node: UOp, realize: set[UOp]) -> list[UOp]:
 
 def _computes(node: UOp, realize: set[UOp]) -> bool:
   """Whether `node` does any ALU work of its own (down to realized values and inputs)."""
-  seen, stack = set(), [node]
-  while stack:
-    x = stack.pop()
-    if x in seen or (x in realize and x is not node) or x.op in _INPUTS: continue
-    seen.add(x)
-    if x.op in GroupOp.ALU or x.op is Ops.REDUCE_AXIS: return True
-    stack.extend(x.src)
-  return False
+  return any(x.op in GroupOp.ALU or x.op is Ops.REDUCE_AXIS for x in _unrealized(node, realize))
 
 
 @dataclass

@@ -39,12 +39,6 @@ def _panel_view(b: UOp, k_axis: int, j_axis: int) -> UOp:
   return UOp(Ops.PERMUTE, b.dtype, (back,), _inverse(to_kj))
 
 
-def _is_packed(b: UOp) -> bool:
-  return any(u.op is Ops.CONTIGUOUS and u.src[0].op is Ops.PERMUTE for u in (b, *b.src, *b.src[0].src) if u.src) \
-    or b.op is Ops.PERMUTE and b.src[0].op is Ops.RESHAPE and b.src[0].src[0].op is Ops.PERMUTE and \
-    b.src[0].src[0].src[0].op is Ops.CONTIGUOUS
-
-
 def _packed(red: UOp) -> UOp | None:
   alu_op, axes = red.arg
   src = red.src[0]
@@ -60,7 +54,7 @@ def _packed(red: UOp) -> UOp | None:
     b = operand.src[0]
     # the operand broadcast over the other output axes, varying along j and k only
     if [a for a in range(len(shape)) if b.shape[a] > 1] != sorted((k_axis, j_axis)): continue
-    if math.prod(shape[a] for a in outputs[:-1]) < MIN_ROWS or _is_packed(b): return None
+    if math.prod(shape[a] for a in outputs[:-1]) < MIN_ROWS: return None
     expanded = UOp(Ops.EXPAND, operand.dtype, (_panel_view(b, k_axis, j_axis),), operand.arg)
     new_src = src.replace(src=tuple(expanded if n == i else s for n, s in enumerate(src.src)))
     return red.replace(src=(new_src,))
