@@ -115,6 +115,16 @@ class Array:
 
   def block_until_ready(self) -> Array: return self.realize()
 
+  @staticmethod
+  def realize_all(arrays: Sequence[Array]) -> None:
+    """Compute several arrays with one schedule: values of one shape that feed one another or read the
+    same data then share a kernel (an optimizer's state and parameter in one pass over memory)."""
+    from tgfn.transforms.trace import concretize
+    todo = [a for a in arrays if a.uop.op is not Ops.BUFFER]
+    concrete = [concretize(a.uop, "this operation") for a in todo]
+    for a, c, value in zip(todo, concrete, realize(concrete)):
+      if c is a.uop: a.uop = value
+
   def numpy(self, _what: str = "numpy()") -> np.ndarray:
     host = self._value(_what).buffer.numpy().reshape(self.shape)
     if self.dtype is dtypes.bfloat16:

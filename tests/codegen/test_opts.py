@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tgfn.numpy as tnp
+from tgfn.array import Array
 from tgfn.codegen.opts import Opt, OptError, OptOps, apply_opts, kernel_axes
 from tgfn.codegen.pipeline import optimize
 from tgfn.engine import realize as realize_mod
@@ -37,6 +38,9 @@ CASES = {
   "transpose": (lambda a, b: a.T * 2 + b, [((16, 8), "int64"), ((8, 16), "int64")]),
   "softmax": (lambda a, b: tnp.exp(a - a.max(1, keepdims=True)) / tnp.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True) + b,
               [((4, 32), "float32"), ((4, 32), "float32")]),
+  # one kernel storing three values, the last two computed from the first (tgfn/schedule/grouping.py)
+  "multi_output": (lambda a, b: (a * 0.9 + b, tnp.exp(a * 0.9 + b), (a * 0.9 + b) * b),
+                   [((8, 24), "float32"), ((8, 24), "float32")]),
 }
 
 
@@ -46,7 +50,10 @@ def _run(case: str, device: str, monkeypatch, choose_opts=None) -> np.ndarray:
   monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
   if choose_opts is not None: monkeypatch.setattr(realize_mod, "default_opts", choose_opts)
   args = [tnp.array(_data(shape, dtype, seed)) for seed, (shape, dtype) in enumerate(specs)]
-  return np.asarray(fn(*args))
+  outs = fn(*args)
+  if not isinstance(outs, tuple): return np.asarray(outs)
+  Array.realize_all(outs)
+  return np.stack([np.asarray(o) for o in outs])
 
 
 def _compare(got: np.ndarray, want: np.ndarray) -> None:

@@ -52,7 +52,8 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   if 0 in sizes: return opts  # an empty loop: nothing to optimize
 
   width = 1
-  if buffers and all(b.dtype in VECTOR_DTYPES for b in buffers) and len(stores) == 1:
+  # a multi-output kernel stores every output at one index (tgfn/schedule/grouping.py)
+  if buffers and all(b.dtype in VECTOR_DTYPES for b in buffers) and len({s.src[1] for s in stores}) == 1:
     width = vector_bytes // max(b.dtype.itemsize for b in buffers)
   store_idx = stores[0].src[1] if stores else None
 

@@ -23,7 +23,14 @@ from tgfn.uop.ops import Ops, UOp
 class Step:
   kernel: Optional[CompiledKernel]   # None: a copy between devices
   lowered: Optional[LoweredKernel]
-  slots: tuple[int, ...]             # buffer slots of the kernel's arguments (output first)
+  slots: tuple[int, ...]             # buffer slots of the kernel's arguments (outputs first)
+  n_outputs: int = 1
+
+  @property
+  def outputs(self) -> tuple[int, ...]: return self.slots[:self.n_outputs]
+
+  @property
+  def inputs(self) -> tuple[int, ...]: return self.slots[self.n_outputs:]
 
 
 @dataclass
@@ -57,11 +64,11 @@ class CompiledGraph:
     computed = [o for o in outputs if o.op not in (Ops.BUFFER, Ops.PLACEHOLDER)]
     self.steps: list[Step] = []
     for item in create_schedule(computed):
-      out_slot = slot(item.output)
-      if item.kernel is None: self.steps.append(Step(None, None, (out_slot, slot(item.inputs[0]))))
+      out_slots = tuple(slot(o) for o in item.outputs)
+      if item.kernel is None: self.steps.append(Step(None, None, (*out_slots, slot(item.inputs[0]))))
       else:
-        kernel = compile_kernel(item.kernel, self.slots[out_slot].device)
-        self.steps.append(Step(kernel, item.kernel, (out_slot,) + tuple(slot(b) for b in item.kernel.buffers[1:])))
+        kernel = compile_kernel(item.kernel, self.slots[out_slots[0]].device)
+        self.steps.append(Step(kernel, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
     self.output_slots = [slot(o) for o in outputs]
     self._plan_intermediates()
     self.donation = self._plan_donation(set(donated))
@@ -89,8 +96,8 @@ class CompiledGraph:
       for s in step.slots: last_use[s] = i
     free: dict[tuple, list[Buffer]] = {}
     for i, step in enumerate(self.steps):
-      out = step.slots[0]
-      if out not in per_call:
+      for out in step.outputs:
+        if out in per_call: continue
         self.has_scratch = True
         info = self.slots[out]
         self.fixed[out] = free[info.key()].pop() if free.get(info.key()) else Buffer(info.device, info.size, info.dtype)
@@ -103,25 +110,25 @@ class CompiledGraph:
     input, and the producing kernel reads it, if at all, only at the element it writes."""
     last_read: dict[int, int] = {}
     for k, step in enumerate(self.steps):
-      for s in step.slots[1:]: last_read[s] = k
+      for s in step.inputs: last_read[s] = k
     plan: dict[int, int] = {}
     for k, step in enumerate(self.steps):
-      out = step.slots[0]
-      if out not in self.output_slots or out in self.fixed or step.kernel is None: continue
-      for i in sorted(donated - set(plan.values())):
-        if self.slots[i].key() == self.slots[out].key() and last_read.get(i, -1) <= k and \
-            self._reads_only_in_place(step, i):
-          plan[out] = i
-          break
+      for out in step.outputs:
+        if out not in self.output_slots or out in self.fixed or step.kernel is None: continue
+        for i in sorted(donated - set(plan.values())):
+          if self.slots[i].key() == self.slots[out].key() and last_read.get(i, -1) <= k and \
+              self._reads_only_in_place(step, i):
+            plan[out] = i
+            break
     return plan
 
   @staticmethod
   def _reads_only_in_place(step: Step, input_slot: int) -> bool:
-    if input_slot not in step.slots[1:]: return True
+    if input_slot not in step.inputs: return True
     position = step.slots.index(input_slot)
-    store = step.lowered.ast.src[0]
+    at = step.lowered.ast.src[0].src[1]  # every output of a kernel is stored at the same index
     loads = [u for u in step.lowered.ast.toposort() if u.op is Ops.LOAD and u.src[0].arg == position]
-    return all(len(u.src) == 2 and u.src[1] is store.src[1] for u in loads)
+    return all(len(u.src) == 2 and u.src[1] is at for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer]) -> list[Buffer]:
     if self._replay is not None:

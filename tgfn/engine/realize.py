@@ -123,14 +123,13 @@ def realize(outs: list[UOp]) -> list[UOp]:
   buffers: dict[UOp, Buffer] = {n: n.buffer for n in toposort(outs) if n.op is Ops.BUFFER}
   n_kernels = 0
   for item in items:
-    node = item.output
-    device = node.device or Device.DEFAULT
-    out = buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
+    device = item.output.device or Device.DEFAULT
+    for node in item.outputs: buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
     if item.kernel is None:
-      out.copyin(buffers[item.inputs[0]].numpy())
+      buffers[item.output].copyin(buffers[item.inputs[0]].numpy())
       continue
     kernel = compile_kernel(item.kernel, device)
-    if out.size == 0: continue
+    if buffers[item.output].size == 0: continue
     t0 = time.perf_counter()
     kernel.program(*[buffers[b].arg for b in item.kernel.buffers])
     n_kernels += 1

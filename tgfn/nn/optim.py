@@ -352,11 +352,10 @@ class _Stateful:
       updates, new = self.optimizer.update(grad.data, current, p.data)
       p.assign(apply_updates(p.data, updates))
       tree.map(lambda t, value: t.assign(value), state, new, is_leaf=_is_tensor)
-      # Eagerly, compute the new values now (state first: the parameter's kernel then loads it), so the
+      # Eagerly, compute the new values now (in one schedule: state and parameter share a kernel), so the
       # next step starts from buffers instead of a graph that grows with every step. Under jit they are
       # traced, and the compiled call writes them back.
-      for t in tree.leaves(state, _is_tensor) + [p]:
-        if not is_abstract(t.data.uop): t.data.realize()
+      Array.realize_all([t.data for t in tree.leaves(state, _is_tensor) + [p] if not is_abstract(t.data.uop)])
 
   def zero_grad(self) -> None:
     """Set every parameter's .grad to None."""

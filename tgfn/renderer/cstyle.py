@@ -169,7 +169,8 @@ class CStyleRenderer(Renderer):
         if value.dtype.count > 1: lines.append("  " * indent + f"*({value.dtype.cname}_u*)({ref(buf)} + {ref(idx)}) = {ref(value)};")
         else: lines.append("  " * indent + f"{ref(buf)}[{ref(idx)}] = {ref(value)};")
       else: declare(u, self.render_alu(u, ref), "alu")
-    params = [f"{'' if i == 0 else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
+    written = {u.src[0].arg for u in program if u.op is Ops.STORE}
+    params = [f"{'' if i in written else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
     body = "\n".join(lines)
     typedefs = "".join(f"typedef {dt.scalar().cname if not dt.is_bool else 'unsigned char'} {dt.cname} "
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"

@@ -117,8 +117,15 @@ def _computes(node: UOp, realize: set[UOp]) -> bool:
 @dataclass
 class LoweredKernel:
   name: str
-  ast: UOp                 # SINK(STORE(DEFINE_GLOBAL 0, index, value))
-  buffers: list[UOp]       # tensor-level nodes bound to DEFINE_GLOBAL 0, 1, ...: output first
+  ast: UOp                 # SINK(STORE(DEFINE_GLOBAL 0, index, value), STORE(DEFINE_GLOBAL 1, ...), ...)
+  buffers: list[UOp]       # tensor-level nodes bound to DEFINE_GLOBAL 0, 1, ...: the outputs first
+  n_outputs: int = 1
+
+  @property
+  def outputs(self) -> list[UOp]: return self.buffers[:self.n_outputs]
+
+  @property
+  def inputs(self) -> list[UOp]: return self.buffers[self.n_outputs:]
 
 
 _Key = tuple  # (node, index tuple, gate): one value to lower
@@ -127,9 +134,9 @@ _Plan = Union[UOp, tuple[list[_Key], Callable[[list[UOp]], UOp]]]
 
 class _Lowerer:
   """Lowers with an explicit stack, not recursion: elementwise chains can be thousands of ops deep."""
-  def __init__(self, root: UOp, realized: set[UOp]):
-    self.root, self.realized = root, realized
-    self.buffers: list[UOp] = [root]
+  def __init__(self, roots: list[UOp], realized: set[UOp]):
+    self.roots, self.realized = set(roots), realized
+    self.buffers: list[UOp] = list(roots)
     self.globals: dict[UOp, UOp] = {}
     self.memo: dict[_Key, UOp] = {}
     self.plans: dict[_Key, _Plan] = {}
@@ -137,7 +144,7 @@ class _Lowerer:
 
   def global_for(self, node: UOp) -> UOp:
     if node not in self.globals:
-      if node is not self.root and node not in self.buffers: self.buffers.append(node)
+      if node not in self.buffers: self.buffers.append(node)
       slot = self.buffers.index(node)
       self.globals[node] = UOp(Ops.DEFINE_GLOBAL, node.dtype, (), slot)
     return self.globals[node]
@@ -168,7 +175,8 @@ class _Lowerer:
   def _plan(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp]) -> _Plan:
     """A leaf's lowered value, or the (node, index, gate) keys to lower first and how to combine them."""
     op, arg = node.op, node.arg
-    if (node is not self.root and node in self.realized) or op in _INPUTS:
+    # the kernel's other outputs are computed in place (grouping.py made sure they are read at this index)
+    if (node not in self.roots and node in self.realized) or op in _INPUTS:
       src = (self.global_for(node), linear_index(idx, node.shape)) + ((gate,) if gate is not None else ())
       return UOp(Ops.LOAD, node.dtype, src)
     if op is Ops.CONST: return UOp.const(node.dtype, arg)
@@ -216,18 +224,19 @@ class _Lowerer:
     raise NotImplementedError(f"lowering of {op} is not implemented")
 
 
-def lower_kernel(root: UOp, realized: set[UOp]) -> LoweredKernel:
-  """Lower the computation of `root` (with `realized` nodes read from buffers) to a kernel AST."""
-  lowerer = _Lowerer(root, realized)
-  shape = root.shape
+def lower_kernel(roots: list[UOp], realized: set[UOp]) -> LoweredKernel:
+  """Lower the computation of `roots`, values of one shape (with the other `realized` nodes read from
+  buffers), to one kernel AST that stores each of them."""
+  lowerer = _Lowerer(roots, realized)
+  shape = roots[0].shape
   idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp.range(n, unique_id(), AxisType.GLOBAL) for n in shape)
-  value = lowerer.lower(root, idx, None)
-  out = lowerer.global_for(root)
-  ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, linear_index(idx, shape), value)),))
+  at = linear_index(idx, shape)
+  stores = [UOp(Ops.STORE, None, (lowerer.global_for(r), at, lowerer.lower(r, idx, None))) for r in roots]
+  ast = UOp(Ops.SINK, None, tuple(stores))
   # number the loops 0, 1, 2... so the same computation always gives the same AST (and hits caches)
   ranges = sorted((u for u in toposort([ast]) if u.op is Ops.RANGE), key=lambda r: r.arg[0])
   ast = substitute(ast, {r: r.replace(arg=(i, r.kind)) for i, r in enumerate(ranges)})
   prefix = "r" if lowerer.has_reduce else "E"
   name = "_".join([prefix] + [str(n) for n in shape]) if shape else prefix
-  return LoweredKernel(name, ast, lowerer.buffers)
+  return LoweredKernel(name, ast, lowerer.buffers, len(roots))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from tgfn.schedule.grouping import group_kernels
 from tgfn.schedule.packing import pack_contraction_operands
 from tgfn.schedule.kernelize import LoweredKernel, find_realize_points, lower_kernel
 from tgfn.uop.ops import Ops, UOp, toposort
@@ -11,9 +12,12 @@ from tgfn.uop.ops import Ops, UOp, toposort
 
 @dataclass(frozen=True)
 class ScheduleItem:
-  output: UOp                       # the tensor-level node this item materializes
+  outputs: tuple[UOp, ...]          # the tensor-level nodes this item materializes
   kernel: Optional[LoweredKernel]   # None for a COPY between devices
   inputs: tuple[UOp, ...]           # tensor-level nodes whose buffers it reads
+
+  @property
+  def output(self) -> UOp: return self.outputs[0]
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
@@ -23,11 +27,13 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}
   realize = find_realize_points(rewritten)
   items = []
-  for node in toposort(rewritten):
-    if node not in realize: continue
-    if node.op is Ops.COPY: items.append(ScheduleItem(name.get(node, node), None, (name.get(node.src[0], node.src[0]),)))
+  for group in group_kernels(realize, toposort(rewritten)):
+    if group[0].op is Ops.COPY:
+      node = group[0]
+      items.append(ScheduleItem((name.get(node, node),), None, (name.get(node.src[0], node.src[0]),)))
     else:
-      kernel = lower_kernel(node, realize)
+      kernel = lower_kernel(group, realize)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]
-      items.append(ScheduleItem(name.get(node, node), kernel, tuple(kernel.buffers[1:])))
+      items.append(ScheduleItem(tuple(kernel.outputs), kernel, tuple(kernel.inputs)))
   return items
+

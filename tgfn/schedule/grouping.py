@@ -1,0 +1,100 @@
+"""Which materialized values share one kernel: multi-output kernels.
+
+Every realize point is a buffer (see kernelize.py), but not every buffer needs a kernel of its own.
+Elementwise values of the same shape that feed one another, or read the same data, are computed by
+one kernel that stores each of them: an optimizer's `m`, `v` and new parameters are one pass over
+memory instead of three, and a value that is both an output and an operand of another output is
+computed once in registers instead of stored and loaded back.
+
+A value joins a group when
+  - it has the group's shape and device, and no reduction of its own (reductions keep their loops);
+  - it reads a member of the group, or a buffer a member reads;
+  - it reads members only element for element (through elementwise ops, never through a movement op):
+    a member is then inlined at the very index the kernel stores it, so it is computed once;
+  - no other kernel lies between it and the group (that kernel would need the group's output before
+    the group could run: a cycle).
+"""
+from __future__ import annotations
+
+from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
+
+_INPUTS = (Ops.BUFFER, Ops.PLACEHOLDER)
+
+
+def _reads(node: UOp, realize: set[UOp]) -> tuple[set[UOp], bool]:
+  """The realized values and inputs `node`'s kernel loads, and whether its kernel reduces."""
+  reads, reduces, seen, stack = set(), False, set(), [node]
+  while stack:
+    x = stack.pop()
+    if x in seen: continue
+    seen.add(x)
+    if x is not node and (x in realize or x.op in _INPUTS):
+      reads.add(x)
+      continue
+    reduces |= x.op is Ops.REDUCE_AXIS
+    stack.extend(x.src)
+  return reads, reduces
+
+
+def _reads_in_place(node: UOp, members: set[UOp], realize: set[UOp]) -> bool:
+  """Whether `node` reaches every member of `members` it reads through elementwise ops only."""
+  seen, stack = set(), [(node, False)]
+  while stack:
+    x, moved = stack.pop()
+    if (x, moved) in seen: continue
+    seen.add((x, moved))
+    if x is not node and x in members:
+      if moved: return False
+      continue
+    if x is not node and (x in realize or x.op in _INPUTS): continue
+    stack.extend((s, moved or x.op in GroupOp.Movement) for s in x.src)
+  return True
+
+
+def group_kernels(realize: set[UOp], order: list[UOp]) -> list[list[UOp]]:
+  """Partition the realize points into kernels, each a list of the values it computes, ordered so that
+  every kernel comes after the kernels whose outputs it reads. `order` is a topological order of the graph."""
+  reads: dict[UOp, set[UOp]] = {}
+  upstream: dict[UOp, set[UOp]] = {}  # what each realize point depends on, transitively
+  groups: list[list[UOp]] = []
+  alone: set[UOp] = set()             # reductions and copies: never grouped
+  for node in (n for n in order if n in realize):
+    reads[node], reduces = _reads(node, realize)
+    upstream[node] = set(reads[node]).union(*(upstream.get(r, ()) for r in reads[node]))
+    if reduces or node.op is Ops.COPY: alone.add(node)
+    group = None if node in alone else _joinable(node, groups, alone, reads, upstream, realize)
+    if group is None: groups.append([node])
+    else: group.append(node)
+  return _dependency_order(groups, reads)
+
+
+def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> list[list[UOp]]:
+  # listed by first member, a group may still read a kernel listed after it (through a later member)
+  owner = {node: i for i, group in enumerate(groups) for node in group}
+  needs = [{owner[r] for node in group for r in reads[node] if r in owner} - {i} for i, group in enumerate(groups)]
+  placed: list[int] = []
+  done: set[int] = set()
+  for first in range(len(groups)):
+    stack = [first]
+    while stack:  # depth first; the grouping rules leave no cycle
+      g = stack[-1]
+      waiting = [n for n in needs[g] if n not in done]
+      if g in done or not waiting:
+        if g not in done: done.add(g); placed.append(g)  # noqa: E702
+        stack.pop()
+      else: stack.extend(waiting)
+  return [groups[i] for i in placed]
+
+
+def _joinable(node: UOp, groups: list[list[UOp]], alone: set[UOp], reads: dict[UOp, set[UOp]],
+              upstream: dict[UOp, set[UOp]], realize: set[UOp]) -> list[UOp] | None:
+  """The latest group `node` may join (see the module docstring), or None."""
+  for members in reversed(groups):
+    head = members[0]
+    if head in alone or head.shape != node.shape or head.device != node.device: continue
+    member_set = set(members)
+    if not reads[node] & member_set.union(*(reads[m] for m in members)): continue
+    if not _reads_in_place(node, member_set, realize): continue
+    if any(x not in member_set and upstream.get(x, set()) & member_set for x in upstream[node]): continue
+    return members
+  return None
