@@ -12,7 +12,7 @@ from tgfn.array import Array
 from tgfn.codegen.opts import Opt, OptError, OptOps, apply_opts, kernel_axes
 from tgfn.codegen.pipeline import optimize
 from tgfn.engine import realize as realize_mod
-from tgfn.uop.ops import AxisType
+from tgfn.uop.ops import AxisType, Ops
 
 
 def _data(shape, dtype, seed):
@@ -69,7 +69,8 @@ def _random_opts(seed: int):
     axes = kernel_axes(ast)
     actions = [Opt(op, axis, amount) for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.VECTOR)
                for axis in range(len(axes)) for amount in (2, 3, 4, 8)] + \
-              [Opt(OptOps.THREAD, axis) for axis in range(len(axes))]
+              [Opt(OptOps.THREAD, axis) for axis in range(len(axes))] + \
+              [Opt(OptOps.SWAP, a, b) for a in range(len(axes)) for b in range(a + 1, len(axes))]
     rng.shuffle(actions)
     chosen: list[Opt] = []
     for opt in actions:
@@ -117,3 +118,14 @@ def test_opts_are_checked():
   with pytest.raises(OptError, match="only an output axis"): apply_opts(ast, [Opt(OptOps.THREAD, 1)])
   with pytest.raises(OptError, match="has 2 axes"): apply_opts(ast, [Opt(OptOps.UPCAST, 5, 2)])
   assert repr(Opt(OptOps.UNROLL, 1, 5)) == "Opt(UNROLL, 1, 5)"
+
+
+def test_swap_exchanges_the_nesting_of_two_output_loops():
+  from tgfn.schedule.schedule import create_schedule
+  x = tnp.ones((6, 10)).realize()
+  ast = create_schedule([(x * 2 + 1).uop])[-1].kernel.ast
+  def outer_size(opts):
+    return next(u for u in optimize(ast, opts) if u.op is Ops.RANGE).src[0].arg
+  assert outer_size([]) == 6 and outer_size([Opt(OptOps.SWAP, 0, 1)]) == 10
+  with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 0)])
+  with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 5)])

@@ -26,7 +26,7 @@ VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dty
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto(); SWAP = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -59,6 +59,7 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   if not 0 <= opt.axis < len(axes): raise OptError(f"{opt}: the kernel has {len(axes)} axes")
   rng = axes[opt.axis]
   reduce = rng.kind is AxisType.REDUCE
+  if opt.op is OptOps.SWAP: return _swap(ast, axes, opt)
   if opt.op is OptOps.THREAD:
     if reduce or rng.kind is AxisType.THREAD: raise OptError(f"{opt}: only an output axis can be threaded")
     if any(a.kind is AxisType.THREAD for a in axes): raise OptError(f"{opt}: the kernel is already threaded")
@@ -75,6 +76,15 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   # the outer part stays even when it has one trip, so later opts address the same axis numbers
   outer = UOp.range(rng.size // opt.amount, rng.arg[0], rng.kind)
   return split_range(ast, rng, (outer, inner), outer * opt.amount + inner)
+
+
+def _swap(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:
+  """Exchange the loop positions of two output axes (`amount` names the other one): loops nest by id, so
+  the two ranges trade ids. A matmul walking column panels outside its rows keeps each panel in cache."""
+  if not 0 <= opt.amount < len(axes) or opt.amount == opt.axis: raise OptError(f"{opt}: no other axis {opt.amount}")
+  a, b = axes[opt.axis], axes[opt.amount]
+  if a.kind is not AxisType.GLOBAL or b.kind is not AxisType.GLOBAL: raise OptError(f"{opt}: only output loops swap")
+  return substitute(ast, {a: a.replace(arg=(b.arg[0], a.kind)), b: b.replace(arg=(a.arg[0], b.kind))})
 
 
 def split_range(ast: UOp, rng: UOp, new_ranges: tuple[UOp, ...], index: UOp) -> UOp:
