@@ -8,8 +8,8 @@
 
 tgfn (BEAM=2), a variant in the tgfn cell for the --beam-sizes (1024 by default): the same jitted
 product, compiled with BEAM=2 set so its kernels are chosen by timed search (tgfn/codegen/search.py).
-The first run of the script searches (about a minute per size on a quiet machine); the winner is cached
-on disk, so later runs time only the kernels.
+The first run of the script searches (a minute or more per size); the winner is cached on disk, so
+later runs time only the kernels. With BEAM set in the environment the primary tgfn figure is searched too.
 
 Each framework's result is checked against a float64 NumPy product first (max |diff| <= 1e-4 x max
 |ref|). Timing: one warm-up call (compiles), then --rounds interleaved rounds of up to --round-seconds

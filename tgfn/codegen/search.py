@@ -178,6 +178,7 @@ class _Search:
     self.args = [b.arg for b in self.buffers]
     self.vector_width = self.dev.renderer.vector_bytes // max(d.itemsize for d in self.dtypes)
     self.reference: Optional[np.ndarray] = None  # the heuristic's output
+    self.heuristic_time: Optional[float] = None
     self.seen: set[tuple[Opt, ...]] = set()
     self.shuffle = random.Random(0)
 
@@ -186,7 +187,7 @@ class _Search:
     heuristic = self._evaluate([self.heuristic])
     if not heuristic: return self.heuristic  # the heuristic's kernel would not build: nothing to compare with
     self.heuristic_time = heuristic[0][0]
-    beam = sorted(heuristic + self._evaluate([[]]), key=lambda r: r[0])[:self.width]
+    beam = sorted(heuristic + (self._evaluate([[]]) if self.heuristic else []), key=lambda r: r[0])[:self.width]
     best, rounds = beam[0][0], 0
     for rounds in range(1, MAX_ROUNDS + 1):
       results = self._evaluate(self._extensions([opts for _, opts in beam]))
@@ -243,7 +244,7 @@ class _Search:
     with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
       binaries = list(pool.map(lambda s: self._compile(*s), sources))
     results = []
-    best = min([self.heuristic_time] if self.reference is not None else [], default=None)
+    best = self.heuristic_time
     for (opts, _), binary in zip(sources, binaries):
       if binary is None: continue
       program = self.dev.runtime(self.kernel.name, binary)
