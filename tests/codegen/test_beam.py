@@ -6,6 +6,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+import tgfn
 import tgfn.numpy as tnp
 from tgfn.codegen import search
 from tgfn.codegen.search import SearchCounters, outputs_match
@@ -142,3 +143,15 @@ def test_outputs_match_allows_reordering_only():
 def test_beam_must_be_a_width(monkeypatch):
   monkeypatch.setenv("BEAM", "two")
   with pytest.raises(ValueError, match="BEAM= must be a beam width"): search.beam_width()
+
+
+def test_jit_beam_argument_overrides_the_variable(beam, monkeypatch):
+  x = np.arange(64, dtype=np.float32).reshape(8, 8)
+  monkeypatch.delenv("BEAM")
+  searches = SearchCounters.searches
+  np.testing.assert_array_equal(np.asarray(tgfn.jit(lambda v: v * 3.0, beam=2)(tnp.array(x))), x * 3)
+  assert SearchCounters.searches == searches + 1
+  monkeypatch.setenv("BEAM", "2")
+  np.testing.assert_array_equal(np.asarray(tgfn.jit(lambda v: v * 5.0, beam=0)(tnp.array(x))), x * 5)
+  assert SearchCounters.searches == searches + 1
+  with pytest.raises(ValueError, match="beam must be a beam width"): tgfn.jit(lambda v: v, beam=-1)(tnp.array(x))

@@ -24,7 +24,9 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable, Optional
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -56,11 +58,29 @@ class SearchCounters:
   runs = 0
 
 
+# a width set for one compile (tgfn.jit(f, beam=n)), over BEAM=
+_width_override: ContextVar[Optional[int]] = ContextVar("beam_width", default=None)
+
+
 def beam_width() -> int:
-  """BEAM=n (read at each compile): the beam width, 0 (the default) when the search is off."""
+  """The beam width, 0 (the default) when the search is off: `beam=` of the jitted function being
+  compiled, else BEAM=n (read at each compile)."""
+  if (width := _width_override.get()) is not None: return width
   text = os.environ.get("BEAM", "0").strip() or "0"
   if not text.isdigit(): raise ValueError(f"BEAM= must be a beam width, a whole number >= 0 (0: off); got {text!r}")
   return int(text)
+
+
+@contextmanager
+def beam(width: Optional[int]) -> Iterator[None]:
+  """Compile with beam width `width` inside the block (None: as BEAM= says)."""
+  if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width < 0):
+    raise ValueError(f"beam must be a beam width, a whole number >= 0 (0: off); got {width!r}")
+  token = _width_override.set(width)
+  try:
+    yield
+  finally:
+    _width_override.reset(token)
 
 
 def searched_opts(kernel: LoweredKernel, ast: UOp, device: str) -> list[Opt]:
