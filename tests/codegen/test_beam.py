@@ -29,7 +29,7 @@ def beam(tmp_path, monkeypatch):
 
 def _inputs():
   rng = np.random.default_rng(0)
-  return rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
+  return rng.standard_normal((4, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
