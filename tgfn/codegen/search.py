@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import numpy as np
@@ -123,7 +124,7 @@ def _searchable(ast: UOp, kernel: LoweredKernel) -> bool:
 
 # ---------------------------------------------------------------------------------------- disk cache
 
-def _entry_path(key: str):
+def _entry_path(key: str) -> Path:
   return cache_dir() / "beam" / key[:2] / key
 
 
