@@ -60,6 +60,11 @@ def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   return graph_rewrite(block_long_reductions(ast), symbolic)
 
 
+def takes_opts(renderer: Renderer) -> bool:
+  """Whether kernels for `renderer` are optimized: it supports opts and NOOPT=1 is not set."""
+  return renderer.supports_opts and os.environ.get("NOOPT", "0") in ("", "0")
+
+
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-  if not renderer.supports_opts or os.environ.get("NOOPT", "0") not in ("", "0"): return []
+  if not takes_opts(renderer): return []
   return hand_coded_opts(ast, renderer.vector_bytes, renderer.registers)

@@ -15,6 +15,7 @@ from tgfn.codegen.decompositions import force_decomposition
 from tgfn.codegen.opts import Opt
 from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
+from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
@@ -47,8 +48,9 @@ class Counters:
   kernels_compiled = 0
 
 
-# (device, kernel AST, codegen switches, opts) -> compiled kernel, least recently used first. Bounded: an
-# evicted kernel's program (and on the CPU its shared object) is freed once no jitted function holds it.
+# (device, kernel AST, codegen switches, BEAM width, opts) -> compiled kernel, least recently used first.
+# Bounded: an evicted kernel's program (and on the CPU its shared object) is freed once no jitted function
+# holds it.
 _compiled: OrderedDict[tuple, CompiledKernel] = OrderedDict()
 _compiled_lock = threading.Lock()
 
@@ -77,9 +79,10 @@ def count_flops(linear: list[UOp]) -> int:
 
 
 def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> CompiledKernel:
-  """Compile `kernel` for `device` with `opts` (default: the device's heuristic), once per process."""
-  # TRANSCENDENTAL=2 and STRICT_FLOAT=1 change what codegen emits for the same AST: part of the key
-  key = (device, kernel.ast, force_decomposition(), strict_float(), None if opts is None else tuple(opts))
+  """Compile `kernel` for `device` with `opts` (default: the device's heuristic, or with BEAM=n the
+  searched list, tgfn/codegen/search.py), once per process."""
+  # TRANSCENDENTAL=2, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
+  key = (device, kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
   with _compiled_lock:
     if (hit := _compiled.get(key)) is not None:
       _compiled.move_to_end(key)
@@ -87,7 +90,7 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   dev = Device[device]
   if spec_enabled(): verify_kernel(kernel.ast)
   ast = scalar_passes(kernel.ast, dev.renderer)
-  if opts is None: opts = default_opts(ast, dev.renderer)
+  if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
   src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])

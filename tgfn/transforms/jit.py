@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tgfn.array import Array, TracedScalar, _check_scalar_fits, _weak_scalar, as_array
+from tgfn.codegen import search
 from tgfn.device import Device
 from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
@@ -91,12 +92,13 @@ class Lowered:
 
 class JitFunction:
   def __init__(self, fun: Callable, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
-               donate_argnums: IntOrSeq = ()):
+               donate_argnums: IntOrSeq = (), beam: Optional[int] = None):
     functools.update_wrapper(self, fun)
     self.fun = fun
     self.static_argnums = _as_tuple(static_argnums)
     self.static_argnames = _as_tuple(static_argnames)
     self.donate_argnums = _as_tuple(donate_argnums)
+    self.beam = beam  # the BEAM search width for this function's kernels (None: the BEAM= variable)
     self._cache: dict[Any, _Entry] = {}
     self._flat_cache: dict[tuple, _Entry] = {}  # the same entries, keyed for calls with only Array arguments
     self._keys_seen: list[Any] = []
@@ -235,7 +237,7 @@ class JitFunction:
       inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
       donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
       input_plan = [(i, dtype) for i, dtype, _ in input_plan]
-    graph = CompiledGraph(inputs, [o.uop for o in outs], donated)
+    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated)
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.
@@ -372,10 +374,11 @@ def _write_back(plan: _StatePlan, outs: list[Array], leaves: Sequence[Any]) -> N
 
 
 def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
-        donate_argnums: IntOrSeq = ()) -> Any:
-  """Compile `fun` (also usable as `@jit` or `@jit(static_argnums=...)`)."""
+        donate_argnums: IntOrSeq = (), beam: Optional[int] = None) -> Any:
+  """Compile `fun` (also usable as `@jit` or `@jit(static_argnums=...)`). `beam=n` chooses its kernels'
+  optimizations by a timed search of width n, as BEAM=n does (docs/compiler.md)."""
   if fun is None:
-    return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums)
+    return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums, beam)
   if not callable(fun): raise TypeError(f"jit expects a function, got {type(fun).__name__}")
   if inspect.isclass(fun): raise TypeError("jit expects a function, got a class")
-  return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+  return JitFunction(fun, static_argnums, static_argnames, donate_argnums, beam)
