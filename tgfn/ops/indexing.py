@@ -18,8 +18,10 @@ Bounds:
     values are CLAMPED to the axis on read and their updates DROPPED on write. `.get(mode=...)` and
     the update methods take `mode`: None (the default above), 'clip' (clamp, on writes too), 'fill' or
     'drop' (reads of out-of-range positions give `fill_value`; writes are dropped), 'promise_in_bounds'
-    (no clamping on reads: an out-of-range read gives 0; writes are dropped as by default).
+    (the indices are not clamped one by one: an out-of-range read gives some element of x, never
+    memory outside it; writes are dropped as by default).
     Clamping into an axis of size 0 is impossible and raises IndexError.
+  - `take` and `take_along_axis` follow JAX's defaults instead: mode 'fill' (after wrapping once).
 
 Updates (`x.at[idx].op(v, mode=None)`, each returning a new Array): `v` is cast to x's dtype and
 broadcast to the shape of `x[idx]`. With repeated positions, add/multiply/min/max accumulate every
@@ -28,13 +30,13 @@ the indexed shape (JAX leaves it unspecified; NumPy's `x[idx] = v` happens to ag
 follow JAX: `x / ones.at[idx].multiply(v)` and `x ** ones.at[idx].multiply(v)`, so an int x gives a
 float result for divide.
 
-Implementation, on the existing primitives only (no host round trip for traced values):
+Implementation (no host round trip for traced values):
   - basic indexing is movement ops: SHRINK for slices and ints, FLIP for negative steps, strides as
     PAD to a multiple of the step, RESHAPE to (n / step, step), SHRINK the second axis to [0, 1);
-  - integer-array reads are one-hot gathers: the index arrays are combined into one linear index L
-    over the indexed axes, and the result sums `where(L[..., None] == arange(N), x, 0)` over that
-    one-hot axis (MAX for bool; `where`, not a product, so inf and NaN elsewhere do not leak). A
-    gather of a realized array by realized indices is one fused kernel;
+  - integer-array reads are one GATHER (the data-dependent read primitive, which clamps each index
+    into its axis in the kernel): the index arrays are wrapped, combined into one linear index L over
+    the indexed axes (each clamped into its own axis first when there are several), and x, viewed as
+    (kept axes..., N indexed positions), is read at L. O(x[idx].size) work, one fused kernel;
   - updates through a purely basic index run the movement ops backwards (PAD for SHRINK and so on),
     one elementwise kernel. Updates through an integer-array index gather the flat positions
     `arange(x.size)[idx]` (-1 where dropped) and reduce a one-hot match of x's positions against
