@@ -168,3 +168,20 @@ def test_an_embedding_lookup_does_not_loop_over_the_table(monkeypatch):
   assert kernel.flops <= 8 * 64  # at most one op per output (the id's wrap); a one-hot did 2 per table row
   # the table's load takes its position from a loaded id
   assert any(u.op is Ops.LOAD and any(s.op is Ops.LOAD for s in toposort([u.src[1]])) for u in kernel.linear)
+
+
+@pytest.mark.parametrize("noopt", ["0", "1"])
+def test_gathers_with_and_without_the_optimizer(monkeypatch, noopt):
+  """On the CPU driver with the heuristic's opts (vector loads of a row, per-lane index loads, threads
+  for a large output) and with NOOPT=1 (plain scalar loops)."""
+  monkeypatch.setenv("NOOPT", noopt)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  rng = np.random.default_rng(9)
+  table = rng.standard_normal((300, 64)).astype(np.float32)
+  ids = rng.integers(-400, 400, (2048,)).astype(np.int32)
+  assert_close(_gathers(tnp.array(table)[tnp.array(ids)]), table[_wrap_clamp(ids, 300)])
+  flat = table.ravel()
+  assert_close(tnp.array(flat)[tnp.array(ids)], flat[_wrap_clamp(ids, flat.size)])  # lanes across the ids
+  i2 = rng.integers(0, 64, (300, 16)).astype(np.int64)
+  assert_close(tnp.take_along_axis(table, i2, 1), np.take_along_axis(table, i2, 1))
+  assert_close((tnp.array(table)[tnp.array(ids[:8])] * 2).sum(1), (table[_wrap_clamp(ids[:8], 300)] * 2).sum(1))
