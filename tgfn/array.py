@@ -197,6 +197,18 @@ class Array:
 
   def _movement(self, op: Ops, arg: Any) -> Array: return Array(UOp(op, self.dtype, (self.uop,), arg))
 
+  def _gather(self, index: Array, axis: int) -> Array:
+    """The GATHER primitive: `out[..., i, ...] = self[..., index[..., i, ...], ...]` along `axis`, each index
+    clamped into the axis. `index` (integer) has self's shape except along `axis`; the result has its shape."""
+    if not index.dtype.is_int or index.dtype is dtypes.uint64:  # int64 holds every value of the others
+      raise TypeError(f"gather indices must be integers other than uint64, got {index.dtype.name}")
+    if index.ndim != self.ndim or any(a != b for k, (a, b) in enumerate(zip(index.shape, self.shape)) if k != axis):
+      raise ValueError(f"gather along axis {axis}: indices of shape {index.shape} must match the array's shape "
+                       f"{self.shape} except along that axis")
+    if self.shape[axis] == 0 and index.size:
+      raise IndexError(f"cannot gather from axis {axis} of size 0 (indices of shape {index.shape})")
+    return Array(UOp(Ops.GATHER, self.dtype, (self.uop, index.uop), axis))
+
   def _reshape(self, shape: tuple[int, ...]) -> Array:
     return self if shape == self.shape else self._movement(Ops.RESHAPE, tuple(shape))
 

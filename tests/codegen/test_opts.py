@@ -36,6 +36,13 @@ CASES = {
   "full_sum": (lambda a, b: (a + b).sum(), [((16, 32), "float32"), ((16, 32), "float32")]),
   "flip_pad": (lambda a, b: tnp.pad(a[:, ::-1], ((0, 0), (8, 8))) + tnp.pad(b, ((0, 0), (8, 8))), [((4, 16), "float32"), ((4, 16), "float32")]),
   "transpose": (lambda a, b: a.T * 2 + b, [((16, 8), "int64"), ((8, 16), "int64")]),
+  # data-dependent indices (int data in [-50, 50): negative, wrapped and clamped positions)
+  "gather_rows": (lambda a, i: a[i], [((64, 32), "float32"), ((16,), "int32")]),
+  "gather_1d": (lambda a, i: a[i], [((40,), "float32"), ((4, 32), "int32")]),
+  "gather_int64": (lambda a, i: a[:, i] * 3, [((6, 48), "int64"), ((16,), "int32")]),
+  "take_along": (lambda a, i: tnp.take_along_axis(a, i, 1, mode="clip"), [((8, 32), "float32"), ((8, 24), "int32")]),
+  "gather_in_reduction": (lambda a, i: (a[i] * a[i[::-1]]).sum(1), [((48, 64), "float32"), ((8,), "int32")]),
+  "gather_of_gather": (lambda a, i: a[i[i + 50]], [((100,), "float32"), ((32,), "int32")]),
   "softmax": (lambda a, b: tnp.exp(a - a.max(1, keepdims=True)) / tnp.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True) + b,
               [((4, 32), "float32"), ((4, 32), "float32")]),
   # one kernel storing three values, the last two computed from the first (tgfn/schedule/grouping.py)

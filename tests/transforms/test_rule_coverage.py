@@ -40,3 +40,24 @@ def test_non_differentiable_ops_are_only_integer_boolean_or_leaves():
     Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.MAX,
     Ops.WHERE, Ops.CAST})
   assert set(NO_VJP_NEEDED) <= allowed
+
+
+def test_gather_rules_differentiate_the_source_only_and_batch_either_operand():
+  import numpy as np
+
+  from tgfn.array import Array
+  from tgfn.uop.ops import UOp
+  x = Array.from_data(np.arange(6, dtype=np.float32).reshape(2, 3))
+  index = Array.from_data(np.array([[2, 0, 1], [1, 1, 0]], np.int32))
+  y = x._gather(index, 1).uop
+  ct_x, ct_index = VJP_RULES[Ops.GATHER](Array.const(1.0, y.dtype, y.shape), y)
+  assert ct_index is None and ct_x.shape == x.shape
+  np.testing.assert_array_equal(ct_x.numpy(), [[1, 1, 1], [1, 2, 0]])  # repeated positions accumulate
+  tangent = JVP_RULES[Ops.GATHER](y, [Array.const(1.0, x.dtype, x.shape), None])
+  assert tangent.uop.op is Ops.GATHER and tangent.uop.src[1] is index.uop
+  for batched in ((True, False), (False, True), (True, True)):
+    srcs = [((Array(UOp(Ops.EXPAND, s.dtype, (UOp(Ops.RESHAPE, s.dtype, (s,), (1,) + s.shape),), (4,) + s.shape))
+              if b else Array(s)), b) for s, b in zip(y.src, batched)]
+    out = BATCH_RULES[Ops.GATHER](y, srcs, 4)
+    assert out.shape == (4,) + y.shape and out.uop.arg == 2
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(Array(y).numpy(), (4,) + y.shape))

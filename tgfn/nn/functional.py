@@ -206,25 +206,32 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean", label_smoot
   float target probabilities (one-hot or soft) of the shape of `logits`: the dtype decides, as in
   PyTorch. With `label_smoothing` = e the targets become (1 - e) * targets + e / num_classes.
   The per-example loss -sum(targets * log_softmax(logits)) is averaged ('mean', the default), summed
-  ('sum') or returned as is ('none'; shape of `logits` without the class axis)."""
+  ('sum') or returned as is ('none'; shape of `logits` without the class axis). Integer labels read
+  their class's log-probability with a gather (no one-hot); a label outside [0, num_classes) is a
+  one-hot row of zeros, as `one_hot`'s: its example's loss is only the smoothing term."""
   logits = _float(logits)
   labels = as_array(labels)
   ax = normalize_axis(axis, logits.ndim)
   num_classes = logits.shape[ax]
+  log_probs = log_softmax(logits, ax)
   if labels.dtype.is_float:
     if labels.shape != logits.shape:
       raise ValueError(f"cross_entropy: probability targets must have the logits' shape {logits.shape}, "
                        f"got {labels.shape}")
     targets = labels.astype(logits.dtype)
-  else:
-    batch_shape = logits.shape[:ax] + logits.shape[ax + 1:]
-    if labels.shape != batch_shape:
-      raise ValueError(f"cross_entropy: integer labels must have shape {batch_shape} (the logits' shape "
-                       f"{logits.shape} without class axis {ax}), got {labels.shape}")
-    targets = one_hot(labels, num_classes, logits.dtype, ax)
+    if label_smoothing:
+      targets = targets * (1.0 - label_smoothing) + label_smoothing / num_classes
+    return _reduce_loss(-tnp.sum(targets * log_probs, ax), reduction, "cross_entropy")
+  batch_shape = logits.shape[:ax] + logits.shape[ax + 1:]
+  if not labels.dtype.is_int or labels.shape != batch_shape:
+    raise ValueError(f"cross_entropy: integer labels must have shape {batch_shape} (the logits' shape "
+                     f"{logits.shape} without class axis {ax}), got {labels.dtype.name} {labels.shape}")
+  known = (labels >= 0) & (labels < num_classes)
+  index = tnp.expand_dims(tnp.where(known, labels, 0).astype(dtypes.int32), ax)
+  picked = tnp.squeeze(tnp.take_along_axis(log_probs, index, ax, mode="clip"), ax)
+  loss = tnp.where(known, -picked, 0.0).astype(logits.dtype)
   if label_smoothing:
-    targets = targets * (1.0 - label_smoothing) + label_smoothing / num_classes
-  loss = -tnp.sum(targets * log_softmax(logits, ax), ax)
+    loss = loss * (1.0 - label_smoothing) - tnp.sum(log_probs, ax) * (label_smoothing / num_classes)
   return _reduce_loss(loss, reduction, "cross_entropy")
 
 

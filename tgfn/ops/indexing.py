@@ -18,8 +18,10 @@ Bounds:
     values are CLAMPED to the axis on read and their updates DROPPED on write. `.get(mode=...)` and
     the update methods take `mode`: None (the default above), 'clip' (clamp, on writes too), 'fill' or
     'drop' (reads of out-of-range positions give `fill_value`; writes are dropped), 'promise_in_bounds'
-    (no clamping on reads: an out-of-range read gives 0; writes are dropped as by default).
+    (the indices are not clamped one by one: an out-of-range read gives some element of x, never
+    memory outside it; writes are dropped as by default).
     Clamping into an axis of size 0 is impossible and raises IndexError.
+  - `take` and `take_along_axis` follow JAX's defaults instead: mode 'fill' (after wrapping once).
 
 Updates (`x.at[idx].op(v, mode=None)`, each returning a new Array): `v` is cast to x's dtype and
 broadcast to the shape of `x[idx]`. With repeated positions, add/multiply/min/max accumulate every
@@ -28,13 +30,13 @@ the indexed shape (JAX leaves it unspecified; NumPy's `x[idx] = v` happens to ag
 follow JAX: `x / ones.at[idx].multiply(v)` and `x ** ones.at[idx].multiply(v)`, so an int x gives a
 float result for divide.
 
-Implementation, on the existing primitives only (no host round trip for traced values):
+Implementation (no host round trip for traced values):
   - basic indexing is movement ops: SHRINK for slices and ints, FLIP for negative steps, strides as
     PAD to a multiple of the step, RESHAPE to (n / step, step), SHRINK the second axis to [0, 1);
-  - integer-array reads are one-hot gathers: the index arrays are combined into one linear index L
-    over the indexed axes, and the result sums `where(L[..., None] == arange(N), x, 0)` over that
-    one-hot axis (MAX for bool; `where`, not a product, so inf and NaN elsewhere do not leak). A
-    gather of a realized array by realized indices is one fused kernel;
+  - integer-array reads are one GATHER (the data-dependent read primitive, which clamps each index
+    into its axis in the kernel): the index arrays are wrapped, combined into one linear index L over
+    the indexed axes (each clamped into its own axis first when there are several), and x, viewed as
+    (kept axes..., N indexed positions), is read at L. O(x[idx].size) work, one fused kernel;
   - updates through a purely basic index run the movement ops backwards (PAD for SHRINK and so on),
     one elementwise kernel. Updates through an integer-array index gather the flat positions
     `arange(x.size)[idx]` (-1 where dropped) and reduce a one-hot match of x's positions against
@@ -52,9 +54,10 @@ from tgfn.array import Array, as_array, broadcast_shapes
 from tgfn.dtype import DType, dtypes
 from tgfn.ops import elementwise as el
 from tgfn.ops import reduction as red
+from tgfn.ops.axes import normalize_axis
 from tgfn.uop.ops import Ops
 
-__all__: list[str] = []
+__all__ = ["take", "take_along_axis"]
 
 _MODES = (None, "clip", "fill", "drop", "promise_in_bounds")
 
@@ -263,7 +266,8 @@ def _gather(y: Array, plan: _Plan, mode: Optional[str], fill_value: Any) -> Arra
   valid: Optional[Array] = None
   for k, (a, n) in enumerate(zip(adv, sizes)):
     i = el.where(a.index < 0, a.index + n, a.index)
-    if mode in (None, "clip"): i = el.clip(i, 0, n - 1)
+    # GATHER clamps the linear index; with several indexed axes each one is clamped into its own axis first
+    if mode in (None, "clip") and len(adv) > 1: i = el.clip(i, 0, n - 1)
     elif mode in ("fill", "drop"):
       ok = (i >= 0) & (i < n)
       valid = ok if valid is None else valid & ok
@@ -272,23 +276,26 @@ def _gather(y: Array, plan: _Plan, mode: Optional[str], fill_value: Any) -> Arra
   linear = sum(terms[1:], terms[0])
   rest = [ax for ax in range(y.ndim) if ax not in {a.axis for a in adv}]
   kept = tuple(y.shape[ax] for ax in rest)
-  total = math.prod(sizes)
-  full = kept + batch + (total,)
-  src = y._permute(tuple(rest) + tuple(a.axis for a in adv))._reshape(kept + (1,) * len(batch) + (total,))
-  iota = Array.from_data(np.arange(total, dtype=np.int32), device=y.device)
-  onehot = el.equal(linear._broadcast_to(batch)._reshape(batch + (1,)), iota)
-  onehot = onehot._reshape((1,) * len(kept) + batch + (total,))._broadcast_to(full)
-  # exactly one position matches (in range), so a sum (an OR for bool) of the masked values picks it
-  op = Ops.MAX if y.dtype.is_bool else Ops.ADD
-  picked = onehot._alu(Ops.WHERE, src._broadcast_to(full), Array.const(0, y.dtype, full))
-  out = picked._reduce(op, (len(full) - 1,))._reshape(kept + batch)
-  if valid is not None:
-    fill = Array.const(_default_fill(y.dtype) if fill_value is None else fill_value, y.dtype, out.shape)
-    in_range = valid._broadcast_to(batch)._reshape((1,) * len(kept) + batch)._broadcast_to(out.shape)
-    out = in_range._alu(Ops.WHERE, out, fill)
+  src = y._permute(tuple(rest) + tuple(a.axis for a in adv))._reshape(kept + (math.prod(sizes),))
+  out = _gather_along(src, linear._broadcast_to(batch), valid, fill_value)
   at = adv[0].axis if plan.adjacent else 0
   order = list(range(at)) + list(range(len(kept), len(kept) + len(batch))) + list(range(at, len(kept)))
   return out._permute(tuple(order))
+
+
+def _gather_along(src: Array, index: Array, valid: Optional[Array], fill_value: Any) -> Array:
+  """`src[..., index]`: the last axis of `src` (shape kept + (n,)) read at every position of `index`
+  (shape B, wrapped, clamped by GATHER), giving kept + B; where `valid` (shape B) is False, the fill."""
+  kept, n, batch = src.shape[:-1], src.shape[-1], index.shape
+  full = kept + batch
+  if n == 0: out = Array.const(0, src.dtype, full)  # only reached with every position invalid (or none)
+  else:
+    wide = src._reshape(kept + (1,) * len(batch) + (n,))._broadcast_to(full + (n,))
+    at = index._reshape((1,) * len(kept) + batch + (1,))._broadcast_to(full + (1,))
+    out = wide._gather(at, len(full))._reshape(full)
+  if valid is None: return out
+  fill = Array.const(_default_fill(src.dtype) if fill_value is None else fill_value, src.dtype, full)
+  return valid._reshape((1,) * len(kept) + batch)._broadcast_to(full)._alu(Ops.WHERE, out, fill)
 
 
 def _get(x: Array, idx: Any, mode: Optional[str] = None, fill_value: Any = None) -> Array:
@@ -301,6 +308,58 @@ def getitem(x: Array, idx: Any) -> Array:
   """`x[idx]` with NumPy's indexing rules; integer-array values are wrapped once and clamped (see the
   module docstring). Raises IndexError for malformed indices and static ints out of range."""
   return _get(x, idx)
+
+
+def _int_indices(indices: Any, name: str) -> Array:
+  index = as_array(indices)
+  if not index.dtype.is_int: raise TypeError(f"{name}: indices must be integers, got {index.dtype.name}")
+  return index
+
+
+def take(a: Any, indices: Any, axis: Optional[int] = None, mode: Optional[str] = None,
+         fill_value: Any = None) -> Array:
+  """`a` read at `indices` along `axis` (the flattened `a` when None): `a[:, ..., indices]`. As JAX, the
+  default mode is 'fill' (out-of-range indices, after negative ones wrap once, read `fill_value`);
+  mode='clip' clamps them instead (see `.at[...].get`)."""
+  x = as_array(a)
+  index = _int_indices(indices, "take")
+  if axis is None: x, axis = x._reshape((x.size,)), 0
+  axis = normalize_axis(axis, x.ndim)
+  return _get(x, (slice(None),) * axis + (index,), "fill" if mode is None else mode, fill_value)
+
+
+def take_along_axis(arr: Any, indices: Any, axis: Optional[int] = -1, mode: Optional[str] = None,
+                    fill_value: Any = None) -> Array:
+  """`out[..., j, ...] = arr[..., indices[..., j, ...], ...]` along `axis` (NumPy's take_along_axis):
+  `indices` has arr's rank, and the other axes broadcast against arr's. Bounds as `take` (JAX): negative
+  indices wrap once, then out-of-range ones read `fill_value` by default, or are clamped with mode='clip'."""
+  _check_mode(mode)
+  x = as_array(arr)
+  index = _int_indices(indices, "take_along_axis")
+  if axis is None:
+    if index.ndim != 1: raise ValueError(f"take_along_axis: with axis=None indices must be 1-d, got shape {index.shape}")
+    x, axis = x._reshape((x.size,)), 0
+  if index.ndim != x.ndim:
+    raise ValueError(f"take_along_axis: indices of shape {index.shape} must have the array's rank {x.ndim} "
+                     f"(array shape {x.shape})")
+  axis = normalize_axis(axis, x.ndim)
+  try:
+    others = broadcast_shapes(x.shape[:axis] + (1,) + x.shape[axis + 1:], index.shape[:axis] + (1,) + index.shape[axis + 1:])
+  except ValueError:
+    raise ValueError(f"take_along_axis: indices of shape {index.shape} do not broadcast against the array's "
+                     f"shape {x.shape} outside axis {axis}") from None
+  n, m = x.shape[axis], index.shape[axis]
+  x = x._broadcast_to(others[:axis] + (n,) + others[axis + 1:])
+  shape = others[:axis] + (m,) + others[axis + 1:]
+  i = _index_array(index, n, x.device)._broadcast_to(shape)
+  i = el.where(i < 0, i + n, i)
+  fill = mode in (None, "fill", "drop")
+  if n == 0 and math.prod(shape) and not fill:
+    raise IndexError(f"take_along_axis: cannot clamp indices into axis {axis} of size 0; use mode='fill'")
+  out = Array.const(0, x.dtype, shape) if n == 0 else x._gather(i, axis)
+  if not fill: return out
+  fills = Array.const(_default_fill(x.dtype) if fill_value is None else fill_value, x.dtype, shape)
+  return ((i >= 0) & (i < n))._alu(Ops.WHERE, out, fills)
 
 
 # ---- functional updates

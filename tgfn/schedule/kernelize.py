@@ -221,7 +221,18 @@ class _Lowerer:
       if not ranges: return [(node.src[0], tuple(new), gate)], same
       self.has_reduce = True
       return [(node.src[0], tuple(new), gate)], lambda v: UOp(Ops.REDUCE, node.dtype, (v[0], *ranges), alu_op)
+    if op is Ops.GATHER:  # the index first: the read's position along `arg` is the loaded index value
+      return [(node.src[1], idx, gate)], lambda v: self._gathered(node, idx, gate, v[0])
     raise NotImplementedError(f"lowering of {op} is not implemented")
+
+  def _gathered(self, node: UOp, idx: tuple[UOp, ...], gate: Optional[UOp], index: UOp) -> UOp:
+    """GATHER's source read where `index` (a value computed in the kernel) points along the gather axis,
+    clamped into the axis, so no index value reads outside the buffer. min(i, n-1) is written as
+    -max(-i, 1-n) so the index's bounds are exactly [0, n-1] and the index arithmetic still simplifies."""
+    axis, n = node.arg, node.src[0].shape[node.arg]
+    at = index.cast(_IDX).alu(Ops.MAX, UOp.const(_IDX, 0))
+    at = -((-at).alu(Ops.MAX, UOp.const(_IDX, 1 - n)))
+    return self.lower(node.src[0], idx[:axis] + (at,) + idx[axis + 1:], gate)
 
 
 def lower_kernel(roots: list[UOp], realized: set[UOp]) -> LoweredKernel:

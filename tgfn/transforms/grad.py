@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional, Sequence
 
+import numpy as np
+
 from tgfn.array import Array
+from tgfn.dtype import dtypes
 from tgfn.uop.ops import Ops, UOp, toposort
 
 LN2 = math.log(2.0)
@@ -71,6 +74,21 @@ def _cast_vjp(ct: Array, y: UOp) -> Cotangents:
   return (ct.astype(y.src[0].dtype),) if y.src[0].dtype.is_float and y.dtype.is_float else (None,)
 
 
+def _gather_vjp(ct: Array, y: UOp) -> Cotangents:
+  """Scatter-add of the cotangent into the source's shape, as a one-hot reduction: source position j
+  along the axis sums the cotangents whose (clamped) index is j. O(index size x axis length) work."""
+  tnp = _tnp()
+  x, axis = y.src[0], y.arg
+  n, shape = x.shape[axis], y.shape
+  index = tnp.clip(_a(y.src[1]).astype(dtypes.int64), 0, n - 1)  # int64 holds every index dtype GATHER takes
+  wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # a new axis for the source positions after `axis`
+  column = lambda a: a._reshape(shape[:axis + 1] + (1,) + shape[axis + 1:])._broadcast_to(wide)  # noqa: E731
+  positions = Array.from_data(np.arange(n, dtype=np.int64), device=x.device)
+  hit = column(index) == positions._reshape((1,) * (axis + 1) + (n,) + (1,) * (len(shape) - axis - 1))
+  picked = hit._alu(Ops.WHERE, column(ct), Array.const(0, ct.dtype, wide))
+  return (picked._reduce(Ops.ADD, (axis,))._reshape(x.shape), None)
+
+
 VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.ADD: lambda ct, y: (ct, ct),
   Ops.SUB: lambda ct, y: (ct, -ct),
@@ -97,6 +115,7 @@ VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.CONTIGUOUS: lambda ct, y: (ct,),
   Ops.COPY: lambda ct, y: (Array(UOp(Ops.COPY, ct.dtype, (ct.uop,), y.src[0].device)),),
   Ops.DETACH: lambda ct, y: (None,),
+  Ops.GATHER: _gather_vjp,
 }
 
 # Ops through which no derivative flows, and why (checked for completeness by the rule-coverage test).

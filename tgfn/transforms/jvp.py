@@ -103,6 +103,7 @@ JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.CONTIGUOUS: _unary(lambda y, t: t),
   Ops.COPY: _unary(lambda y, t: Array(UOp(Ops.COPY, t.dtype, (t.uop,), y.arg))),
   Ops.DETACH: _unary(lambda y, t: None),
+  Ops.GATHER: lambda y, ts: Array(UOp(Ops.GATHER, y.dtype, (ts[0].uop, y.src[1]), y.arg)),  # linear in the source
 }
 NO_JVP_NEEDED = NO_VJP_NEEDED
 

@@ -31,6 +31,12 @@ def _with_arg(arg_fn: Callable[[UOp, int], object]) -> Callable[[UOp, Sequence[B
   return rule
 
 
+def _gather_rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+  """Source and indices both lead with the batch (an unbatched one is broadcast: a view, not a copy)."""
+  (x, bx), (index, bi) = srcs
+  return Array(UOp(Ops.GATHER, y.dtype, (_lead(x, bx, size).uop, _lead(index, bi, size).uop), y.arg + 1))
+
+
 BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   **{op: _alu_rule for op in GroupOp.ALU},
   Ops.REDUCE_AXIS: _with_arg(lambda y, n: (y.arg[0], tuple(a + 1 for a in y.arg[1]))),
@@ -43,6 +49,7 @@ BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   Ops.CONTIGUOUS: _with_arg(lambda y, n: y.arg),
   Ops.COPY: _with_arg(lambda y, n: y.arg),
   Ops.DETACH: _with_arg(lambda y, n: y.arg),
+  Ops.GATHER: _gather_rule,
 }
 NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
   Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched",

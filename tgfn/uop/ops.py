@@ -41,6 +41,10 @@ class Ops(Enum):
   FLIP = auto()         # arg: tuple of axes to reverse
   # ---- reduction (tensor level); arg: (ALU op, axes); reduced axes keep size 1
   REDUCE_AXIS = auto()
+  # ---- data-dependent read (tensor level); src: (x, index), arg: axis. index is an integer array of x's
+  # rank, equal to x's shape except along `axis`; out[..., i, ...] = x[..., clamp(index[..., i, ...]), ...]
+  # with the index clamped into [0, x.shape[axis] - 1] (the result has index's shape)
+  GATHER = auto()
   # ---- realization (tensor level)
   CONTIGUOUS = auto()   # force a kernel boundary: the value is materialized in a buffer
   COPY = auto()         # arg: target device name
@@ -241,6 +245,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.SHRINK: return tuple(end - start for start, end in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.WHERE: return u.src[1].shape
+  if op is Ops.GATHER: return u.src[1].shape
   if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return src
   raise ValueError(f"{op} has no shape (it is not a tensor-level op)")
 

@@ -61,6 +61,14 @@ def verify_tensor_graph(root: UOp) -> None:
     elif op is Ops.REDUCE_AXIS:
       if arg[0] not in (Ops.ADD, Ops.MUL, Ops.MAX): _fail(u, f"REDUCE_AXIS op {arg[0]}")
       if any(not 0 <= a < len(u.src[0].shape) for a in arg[1]): _fail(u, f"REDUCE_AXIS axes {arg[1]}")
+    elif op is Ops.GATHER:
+      x, index = u.src
+      if not index.dtype.is_int or index.dtype is dtypes.uint64: _fail(u, f"index dtype {index.dtype}: not an int64-castable integer")
+      if u.dtype is not x.dtype: _fail(u, f"dtype {u.dtype} but it reads {x.dtype}")
+      if not 0 <= arg < len(x.shape) or len(index.shape) != len(x.shape) or \
+         any(a != b for k, (a, b) in enumerate(zip(index.shape, x.shape)) if k != arg):
+        _fail(u, f"index of shape {index.shape} must match {x.shape} except along axis {arg}")
+      if x.shape[arg] == 0 and math.prod(index.shape): _fail(u, "gathers from an empty axis")
     elif op is Ops.PLACEHOLDER:
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
     elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM):
