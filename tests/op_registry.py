@@ -204,6 +204,20 @@ ELEMENTWISE: tuple[OpRecord, ...] = (
   _float_unary("tanh", np.tanh, FULL),
   _float_unary("sinh", np.sinh, BOUNDED),
   _float_unary("cosh", np.cosh, BOUNDED),
+  # inverse trigonometric and hyperbolic, and friends (tgfn/ops/math_extra.py)
+  _float_unary("arcsin", np.arcsin, Domain(-1.0, 1.0)),
+  _float_unary("arccos", np.arccos, Domain(-1.0, 1.0)),
+  _float_unary("arcsinh", np.arcsinh, FULL),
+  _float_unary("arccosh", np.arccosh, Domain(1.0, None)),
+  _float_unary("arctanh", np.arctanh, Domain(-1.0, 1.0)),
+  _float_unary("sinc", np.sinc, FULL),
+  _binary("arctan2", np.arctan2, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("logaddexp", np.logaddexp, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("logaddexp2", np.logaddexp2, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("hypot", np.hypot, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  # closeness is a threshold: operands the reference would round differently could flip it, so only
+  # dtypes whose differences tgfn and NumPy round alike
+  _binary("isclose", np.isclose, (dtypes.float32, dtypes.float64), out=to_bool),
   # rounding
   _unary("floor", np.floor, NUMERIC),
   _unary("ceil", np.ceil, NUMERIC),
