@@ -283,4 +283,5 @@ def percentile(a: Any, q: Any, axis: Any = None, method: str = "linear", keepdim
 
 
 def median(a: Any, axis: Any = None, keepdims: bool = False) -> Array:
-  return quantile(a, 0.5, axis, keepdims=keepdims)
+  """The middle value, or the mean of the two middle values (NumPy: inf stays inf)."""
+  return quantile(a, 0.5, axis, method="midpoint", keepdims=keepdims)
