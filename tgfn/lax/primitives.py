@@ -319,7 +319,7 @@ def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Seque
       x = x._shrink(tuple((s, s + size) if a == axis else (0, m) for a, m in enumerate(x.shape)))
     else:
       positions = tnp.arange(size, dtype=s.dtype) + s
-      x = x.at[(slice(None),) * axis + (positions,)].get(mode="clip")
+      x = x.at[(_builtins.slice(None),) * axis + (positions,)].get(mode="clip")
   return x
 
 
@@ -338,7 +338,7 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
       hit = Array.from_data(((np.arange(n) >= s) & (np.arange(n) < s + size)).reshape(column), device=x.device)
     else:
       offset = tnp.arange(n, dtype=s.dtype) - s
-      u = u.at[(slice(None),) * axis + (tnp.clip(offset, 0, _builtins.max(size - 1, 0)),)].get(mode="clip") if size \
+      u = u.at[(_builtins.slice(None),) * axis + (tnp.clip(offset, 0, _builtins.max(size - 1, 0)),)].get(mode="clip") if size \
         else u._pad(tuple((0, n) if a == axis else (0, 0) for a in range(u.ndim)))
       column = tuple(n if a == axis else 1 for a in range(x.ndim))
       hit = ((offset >= 0) & (offset < size))._reshape(column)
