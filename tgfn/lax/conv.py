@@ -44,7 +44,8 @@ def conv_dimension_numbers(lhs_shape: Sequence[int], rhs_shape: Sequence[int], d
   """None (NCHW / OIHW / NCHW for any number of spatial axes), three strings such as
   ('NHWC', 'HWIO', 'NHWC'), or a ConvDimensionNumbers."""
   n = len(lhs_shape)
-  if len(rhs_shape) != n: raise ValueError(f"conv: lhs and rhs need the same rank, got {len(lhs_shape)} and {len(rhs_shape)}")
+  if len(rhs_shape) != n:
+    raise ValueError(f"conv: lhs and rhs need the same rank, got {len(lhs_shape)} and {len(rhs_shape)}")
   if dimension_numbers is None:
     return ConvDimensionNumbers(tuple(range(n)), tuple(range(n)), tuple(range(n)))
   if isinstance(dimension_numbers, ConvDimensionNumbers): return dimension_numbers
@@ -90,7 +91,8 @@ def _windows(x: Array, first_axis: int, sizes: Sequence[int], strides: Sequence[
 
 def _check_lengths(name: str, n: int, **values: Any) -> None:
   for key, v in values.items():
-    if v is not None and len(v) != n: raise ValueError(f"{name}: {key} needs {n} entries (one per spatial axis), got {tuple(v)}")
+    if v is not None and len(v) != n:
+      raise ValueError(f"{name}: {key} needs {n} entries (one per spatial axis), got {tuple(v)}")
 
 
 def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Padding,

@@ -120,7 +120,8 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
   column = [1] * len(shape)
   for i, d in enumerate(broadcast_dimensions):
     if x.shape[i] not in (1, shape[d]):
-      raise ValueError(f"broadcast_in_dim: operand axis {i} of size {x.shape[i]} cannot become axis {d} of size {shape[d]}")
+      raise ValueError(f"broadcast_in_dim: operand axis {i} of size {x.shape[i]} cannot become axis {d} "
+                       f"of size {shape[d]}")
     column[d] = x.shape[i]
   return x._reshape(tuple(column))._broadcast_to(shape)
 
@@ -313,7 +314,8 @@ def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Seque
                      f"and {len(slice_sizes)}")
   for axis, (index, size) in enumerate(zip(start_indices, slice_sizes)):
     n = x.shape[axis]
-    if not 0 <= size <= n: raise ValueError(f"dynamic_slice: slice size {size} out of range for axis {axis} of size {n}")
+    if not 0 <= size <= n:
+      raise ValueError(f"dynamic_slice: slice size {size} out of range for axis {axis} of size {n}")
     s = _start(index, n, size)
     if isinstance(s, int):
       x = x._shrink(tuple((s, s + size) if a == axis else (0, m) for a, m in enumerate(x.shape)))
@@ -338,8 +340,8 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
       hit = Array.from_data(((np.arange(n) >= s) & (np.arange(n) < s + size)).reshape(column), device=x.device)
     else:
       offset = tnp.arange(n, dtype=s.dtype) - s
-      u = u.at[(_builtins.slice(None),) * axis + (tnp.clip(offset, 0, _builtins.max(size - 1, 0)),)].get(mode="clip") if size \
-        else u._pad(tuple((0, n) if a == axis else (0, 0) for a in range(u.ndim)))
+      if size: u = u.at[(_builtins.slice(None),) * axis + (tnp.clip(offset, 0, size - 1),)].get(mode="clip")
+      else: u = u._pad(tuple((0, n) if a == axis else (0, 0) for a in range(u.ndim)))
       column = tuple(n if a == axis else 1 for a in range(x.ndim))
       hit = ((offset >= 0) & (offset < size))._reshape(column)
     inside = inside & hit._broadcast_to(x.shape)

@@ -87,9 +87,11 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
   dn = dimension_numbers
   _no_batching(dn)
   m = _mode(mode)
-  if len(slice_sizes) != x.ndim: raise ValueError(f"gather: need one slice size per operand axis ({x.ndim}), got {slice_sizes}")
+  if len(slice_sizes) != x.ndim:
+    raise ValueError(f"gather: need one slice size per operand axis ({x.ndim}), got {slice_sizes}")
   if idx.shape[-1] != len(dn.start_index_map):
-    raise ValueError(f"gather: the index vector (last axis, {idx.shape[-1]}) must match start_index_map {dn.start_index_map}")
+    raise ValueError(f"gather: the index vector (last axis, {idx.shape[-1]}) must match start_index_map "
+                     f"{dn.start_index_map}")
   for d in dn.collapsed_slice_dims:
     if slice_sizes[d] != 1: raise ValueError(f"gather: collapsed axis {d} must have slice size 1, got {slice_sizes[d]}")
   window = {d: s for d, s in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims}

@@ -4,9 +4,9 @@ types round once at the end; float64 results are within a few ulps).
 erf(x) for |x| < 1.5 is its Taylor series 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)) (48 terms; the
 largest term is under 2, so cancellation costs about a bit of float64); beyond, erfc(x) is
 Laplace's continued fraction exp(-x^2) / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))),
-evaluated backwards (120 terms: converged to float64 from 1.5 up). erf_inv starts from Winitzki's closed-form approximation
-(about 2e-3 relative) and takes Newton steps on erf (on erfc near +-1, where 1 - |y| is exact), each
-squaring the error. Derivatives come from the composition (the Newton steps' derivative converges to
+evaluated backwards (120 terms: converged to float64 from 1.5 up). erf_inv starts from Winitzki's
+closed-form approximation (about 2e-3 relative) and takes four Newton steps on erf (on erfc near +-1,
+where 1 - |y| is exact), each squaring the error. Derivatives come from the composition (the Newton steps' derivative converges to
 JAX's rule, sqrt(pi)/2 * exp(erf_inv(y)^2)).
 """
 from __future__ import annotations
