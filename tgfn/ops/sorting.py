@@ -28,7 +28,9 @@ from tgfn.uop.ops import Ops, UOp
 __all__ = ["sort", "argsort", "searchsorted", "median", "quantile", "percentile", "sort_multiple"]
 
 
-RANK_MAX = 2048  # up to this many entries a sort is a rank count (2 kernels, n**2 compares); beyond, the network
+# A sort of n entries along the axis (rows of them) is a rank count (2 kernels, rows * n**2 compares) when
+# n <= RANK_MAX and either n is tiny or the compares stay within RANK_WORK; else the bitonic network
+RANK_MAX, RANK_WORK = 2048, 1 << 26
 
 
 def _materialize(x: Array) -> Array: return Array(UOp(Ops.CONTIGUOUS, x.dtype, (x.uop,)))
@@ -133,7 +135,8 @@ def _sort_last(keys: list[Array], payloads: list[Array], descending: bool = Fals
   packed = len(order) == 1 and order[0].dtype is dtypes.uint32
   if packed: sort_keys = [(order[0].astype(dtypes.uint64) << 32) | position.astype(dtypes.uint64)]
   else: sort_keys = order + [position.astype(dtypes.uint32)]
-  if n <= RANK_MAX: sorted_keys, out = _by_rank(sort_keys, payloads)
+  rows = math.prod(shape[:-1])
+  if n <= RANK_MAX and (n <= 16 or rows * n * n <= RANK_WORK): sorted_keys, out = _by_rank(sort_keys, payloads)
   else:
     m = 1 << (n - 1).bit_length()
     pad = tuple([(0, 0)] * (len(shape) - 1) + [(0, m - n)])
