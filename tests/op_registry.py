@@ -204,6 +204,20 @@ ELEMENTWISE: tuple[OpRecord, ...] = (
   _float_unary("tanh", np.tanh, FULL),
   _float_unary("sinh", np.sinh, BOUNDED),
   _float_unary("cosh", np.cosh, BOUNDED),
+  # inverse trigonometric and hyperbolic, and friends (tgfn/ops/math_extra.py)
+  _float_unary("arcsin", np.arcsin, Domain(-1.0, 1.0)),
+  _float_unary("arccos", np.arccos, Domain(-1.0, 1.0)),
+  _float_unary("arcsinh", np.arcsinh, FULL),
+  _float_unary("arccosh", np.arccosh, Domain(1.0, None)),
+  _float_unary("arctanh", np.arctanh, Domain(-1.0, 1.0)),
+  _float_unary("sinc", np.sinc, FULL),
+  _binary("arctan2", np.arctan2, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("logaddexp", np.logaddexp, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("logaddexp2", np.logaddexp2, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  _binary("hypot", np.hypot, tol=TRANSCENDENTAL, compute=float_dtype, differentiable=True),
+  # closeness is a threshold: operands the reference would round differently could flip it, so only
+  # dtypes whose differences tgfn and NumPy round alike
+  _binary("isclose", np.isclose, (dtypes.float32, dtypes.float64), out=to_bool),
   # rounding
   _unary("floor", np.floor, NUMERIC),
   _unary("ceil", np.ceil, NUMERIC),
@@ -282,6 +296,53 @@ REDUCTIONS: tuple[OpRecord, ...] = (
   _reduction("cumsum", _cumsum_ref, domain=SMALL, compute=sum_dtype, multi_axis=False, keepdims=False,
              differentiable=True),
 )
+
+# ---- sorting, NaN-ignoring reductions and scans (tgfn/ops/sorting.py, reduction_extra.py)
+def _flat_or(fn: Callable) -> Callable:
+  """Apply a ufunc's accumulate (which has no axis=None) to the flattened array when axis is None."""
+  def ref(x: np.ndarray, axis: Any) -> np.ndarray: return fn(x.reshape(-1), 0) if axis is None else fn(x, axis)
+  return ref
+
+
+def _argsort_ref(x: np.ndarray, axis: Any) -> np.ndarray:
+  """Stable, in IEEE total order as JAX's sort (-0.0 before 0.0; NaN last)."""
+  if axis is None: x, axis = x.reshape(-1), 0
+  return np.lexsort((~np.signbit(x), x), axis=axis).astype(np.int32)
+
+
+def _nanarg_ref(fn: Callable) -> Callable:
+  def ref(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
+    """JAX: -1 for an all-NaN slice (NumPy raises there)."""
+    if x.dtype.kind != "f": return fn(x, axis=axis, keepdims=keepdims).astype(np.int32)
+    none = np.all(np.isnan(x), axis=axis, keepdims=keepdims)
+    safe = np.where(np.all(np.isnan(x), axis=axis, keepdims=True), 0, x)
+    return np.where(none, -1, fn(safe, axis=axis, keepdims=keepdims)).astype(np.int32)
+  return ref
+
+
+def _cumprod_ref(x: np.ndarray, axis: Any) -> np.ndarray: return np.cumprod(x, axis=axis, dtype=x.dtype)
+
+
+SORTING_AND_NAN: tuple[OpRecord, ...] = (
+  _reduction("sort", lambda x, axis: np.sort(x, axis=axis), multi_axis=False, keepdims=False, differentiable=True),
+  _reduction("argsort", _argsort_ref, out=to_int32, multi_axis=False, keepdims=False),
+  _reduction("median", _plain(np.median), domain=SMALL, compute=float_dtype, needs_nonempty=True,
+             differentiable=True),
+  _reduction("cumprod", _cumprod_ref, domain=Domain(0.5, 2.0, specials=False), compute=sum_dtype,
+             multi_axis=False, keepdims=False, differentiable=True),
+  _reduction("cummax", _flat_or(np.maximum.accumulate), multi_axis=False, keepdims=False, differentiable=True),
+  _reduction("cummin", _flat_or(np.minimum.accumulate), multi_axis=False, keepdims=False, differentiable=True),
+  _reduction("nansum", _sum_like(np.nansum), domain=SMALL, compute=sum_dtype, differentiable=True),
+  _reduction("nanprod", _sum_like(np.nanprod), domain=Domain(0.5, 2.0), compute=sum_dtype, differentiable=True),
+  _reduction("nanmax", _plain(np.nanmax), needs_nonempty=True, differentiable=True),
+  _reduction("nanmin", _plain(np.nanmin), needs_nonempty=True, differentiable=True),
+  _reduction("nanmean", _sum_like(np.nanmean), domain=SMALL, compute=float_dtype, differentiable=True),
+  _reduction("nanvar", _sum_like(np.nanvar), domain=SMALL, compute=float_dtype, scale_power=2, differentiable=True),
+  _reduction("nanstd", _sum_like(np.nanstd), domain=SMALL, compute=float_dtype, differentiable=True),
+  _reduction("nanargmax", _nanarg_ref(np.nanargmax), out=to_int32, multi_axis=False, needs_nonempty=True),
+  _reduction("nanargmin", _nanarg_ref(np.nanargmin), out=to_int32, multi_axis=False, needs_nonempty=True),
+)
+REDUCTIONS = REDUCTIONS + SORTING_AND_NAN
 
 ALL_RECORDS: tuple[OpRecord, ...] = ELEMENTWISE + REDUCTIONS
 BY_NAME: dict[str, OpRecord] = {r.name: r for r in ALL_RECORDS}

@@ -9,6 +9,11 @@ from tgfn.ops.linalg import *  # noqa: F401,F403
 from tgfn.ops.reduction import *  # noqa: F401,F403
 from tgfn.ops.shape import *  # noqa: F401,F403
 from tgfn.dtype import result_type, to_dtype as dtype  # noqa: F401
+# breadth composed from the modules above (the lax/surface issue)
+from tgfn.ops.math_extra import *  # noqa: F401,F403
+from tgfn.ops.sorting import *  # noqa: F401,F403
+from tgfn.ops.reduction_extra import *  # noqa: F401,F403
+from tgfn.ops.arrays_extra import *  # noqa: F401,F403
 
 bool_ = _dtypes.bool
 int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64

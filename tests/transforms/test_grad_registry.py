@@ -19,6 +19,7 @@ import pytest
 
 import tgfn
 import tgfn.numpy as tnp
+from tgfn import lax
 from tests.conftest import assert_close
 from tests.op_registry import ALL_RECORDS, Domain, OpRecord
 from tgfn.test_util import check_grads
@@ -189,6 +190,16 @@ STRUCTURAL: tuple[Case, ...] = (
   Case("einsum[bij,bkj->bik]", lambda a, b: tnp.einsum("bij,bkj->bik", a, b), ((2, 2, 3), (2, 2, 3))),
   Case("einsum[ii,i->i]", lambda a, b: tnp.einsum("ii,i->i", a, b), ((3, 3), (3,))),
   Case("outer", lambda a, b: tnp.outer(a, b), ((3,), (2,))),
+  # the lax/surface breadth (tgfn/lax, tgfn/ops/arrays_extra.py)
+  Case("lax.conv_general_dilated",
+       lambda x, w: lax.conv_general_dilated(x, w, (1, 2), ((1, 0), (0, 1)), rhs_dilation=(1, 2)),
+       ((1, 1, 3, 4), (2, 1, 2, 2))),
+  Case("lax.reduce_window[max]", lambda x: lax.reduce_window(x, -np.inf, lax.max, (2, 2), (1, 2), "VALID"),
+       ((3, 4),), distinct),
+  Case("lax.pad[interior]", lambda x: lax.pad(x, 0.0, [(1, -1, 1), (0, 2, 0)]), ((2, 3),)),
+  Case("lax.dot_general", lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))), ((2, 3), (3, 2))),
+  Case("take_along_axis", lambda x: tnp.take_along_axis(x, np.array([[2, 0], [1, 1]]), axis=1), ((2, 3),)),
+  Case("triu+diff", lambda x: tnp.diff(tnp.triu(x, 1), axis=0), ((3, 3),)),
 )
 
 

@@ -274,9 +274,10 @@ def clip(x: Any, min: Any = None, max: Any = None) -> Array:
 
 
 def where(condition: Any, x: Any = None, y: Any = None) -> Array:
-  if x is None or y is None:
-    raise NotImplementedError("where(condition) with one argument has a data-dependent shape; "
-                              "use where(condition, x, y), or np.nonzero on a NumPy copy")
+  if x is None and y is None:  # NumPy's one-argument form: nonzero(condition)
+    from tgfn.ops.arrays_extra import nonzero
+    return nonzero(condition)  # type: ignore[return-value]
+  if x is None or y is None: raise ValueError("where: give both x and y, or neither")
   cond = as_array(condition).astype(dtypes.bool)
   shape = broadcast_shapes(cond.shape, np.shape(x), np.shape(y))  # before promote, to name the input shapes
   x, y = promote(x, y)
