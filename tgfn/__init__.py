@@ -14,5 +14,7 @@ from tgfn.transforms.api import (grad, hessian, jacfwd, jacrev, jvp, linearize, 
 from tgfn.transforms.custom import custom_jvp, custom_vjp  # noqa: F401,E402
 from tgfn.transforms.trace import ConcretizationError  # noqa: F401,E402
 from tgfn.transforms.jit import jit  # noqa: F401,E402
+from tgfn.transforms.jaxpr import make_jaxpr  # noqa: F401,E402
+from tgfn.transforms.shapes import ShapeDtypeStruct, block_until_ready, eval_shape  # noqa: F401,E402
 from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
