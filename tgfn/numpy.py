@@ -19,3 +19,6 @@ newaxis = None
 
 # the Python array API standard's surface and NumPy's dtype limits (tgfn/ops/dtype_info.py, array_api.py)
 from tgfn.ops.dtype_info import *  # noqa: F401,F403,E402
+from tgfn.ops.array_api import *  # noqa: F401,F403,E402
+from tgfn.ops.array_api import __array_namespace_info__  # noqa: F401,E402
+__array_api_version__ = "2024.12"
