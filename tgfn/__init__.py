@@ -8,11 +8,13 @@ bool_ = dtypes.bool
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
 uint8, uint16, uint32, uint64 = dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64
 float16, bfloat16, float32, float64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
-from tgfn import tree  # noqa: F401,E402
+from tgfn import tree, tree_util  # noqa: F401,E402
 from tgfn.transforms.api import (grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient,  # noqa: F401,E402
                                  value_and_grad, vjp, vmap)
 from tgfn.transforms.custom import custom_jvp, custom_vjp  # noqa: F401,E402
 from tgfn.transforms.trace import ConcretizationError  # noqa: F401,E402
 from tgfn.transforms.jit import jit  # noqa: F401,E402
+from tgfn.transforms.jaxpr import make_jaxpr  # noqa: F401,E402
+from tgfn.transforms.shapes import ShapeDtypeStruct, block_until_ready, eval_shape  # noqa: F401,E402
 from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402

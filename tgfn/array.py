@@ -93,6 +93,15 @@ class Array:
   @property
   def T(self) -> Array: return self.transpose()
   @property
+  def mT(self) -> Array: return _np().matrix_transpose(self)
+
+  # the array API standard's hooks
+  def __array_namespace__(self, *, api_version: Optional[str] = None) -> Any:
+    if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
+      raise ValueError(f"tgfn.numpy implements the array API 2024.12, not {api_version!r}")
+    return _np()
+  def to_device(self, device: Any, /, *, stream: Any = None) -> Array: return device_put(self, device)
+  @property
   def at(self) -> Any:
     from tgfn.ops.indexing import _IndexUpdateHelper
     return _IndexUpdateHelper(self)

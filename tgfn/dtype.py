@@ -36,6 +36,12 @@ class DType:
       _VECTORS[key] = DType(f"{self.name}x{count}", self.itemsize, self.kind, f"tg_{self.name}x{count}", count)
     return _VECTORS[key]
 
+  def __call__(self, value: Any) -> Any:
+    """`tnp.float32(3.0)`: the value as an Array of this dtype (0-d for a scalar), as jnp's scalar types."""
+    if self.count != 1: raise TypeError(f"the vector dtype {self!r} is not a constructor")
+    from tgfn.ops.creation import asarray
+    return asarray(value, self)
+
   def scalar(self) -> DType: return self if self.count == 1 else _BY_NAME[self.name.rsplit("x", 1)[0]]
   def _repr_pretty_(self, p: Any, cycle: bool) -> None: p.text(repr(self))  # pretty printers (hypothesis)
   def __reduce__(self): return (dtype_from_name, (self.name,))

@@ -21,3 +21,9 @@ uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _
 float16, bfloat16, float32, float64 = _dtypes.float16, _dtypes.bfloat16, _dtypes.float32, _dtypes.float64
 pi, e, inf, nan = 3.141592653589793, 2.718281828459045, float("inf"), float("nan")
 newaxis = None
+
+# the Python array API standard's surface and NumPy's dtype limits (tgfn/ops/dtype_info.py, array_api.py)
+from tgfn.ops.dtype_info import *  # noqa: F401,F403,E402
+from tgfn.ops.array_api import *  # noqa: F401,F403,E402
+from tgfn.ops.array_api import __array_namespace_info__  # noqa: F401,E402
+__array_api_version__ = "2024.12"

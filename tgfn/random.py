@@ -647,3 +647,10 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Optional[Shape] = 
   # clamp into the open interval: rounding, or u landing on a, could otherwise reach a bound
   out = tnp.minimum(tnp.maximum(out, _next_after(lower, up=True)), _next_after(upper, up=False))
   return out._broadcast_to(shape)
+
+
+# more distributions (they build on the samplers above)
+from tgfn.random_dists import *  # noqa: E402,F401,F403
+from tgfn.random_dists import __all__ as _more  # noqa: E402
+
+__all__ += _more

@@ -6,12 +6,23 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tgfn.array import Array, as_array
+import functools
+
+from tgfn.array import Array, as_array, device_put
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
 
 __all__ = ["array", "asarray", "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like",
            "empty_like", "arange", "linspace", "eye", "identity"]
 
+
+
+def _on_device(fn: Any) -> Any:
+  """Add the array API's `device=` keyword (None: the default device) to a creation function."""
+  @functools.wraps(fn)
+  def create(*args: Any, device: Optional[str] = None, **kwargs: Any) -> Array:
+    out = fn(*args, **kwargs)
+    return out if device is None else device_put(out, device)
+  return create
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -21,14 +32,17 @@ def _shape(shape: Any) -> tuple[int, ...]:
   return tuple(int(n) for n in shape)
 
 
-def array(data: Any, dtype: Any = None, copy: bool = True) -> Array:
+@_on_device
+def array(data: Any, dtype: Any = None, copy: Optional[bool] = True) -> Array:
   """An Array from Python or NumPy data: float lists are float32 and int lists int32 (int64 if a value
-  needs it), NumPy arrays keep their dtype. With an integer `dtype`, Python ints must fit it."""
+  needs it), NumPy arrays keep their dtype. With an integer `dtype`, Python ints must fit it. `copy` is
+  accepted for the array API: arrays are immutable, so a copy and the original cannot be told apart."""
   if dtype is not None: _check_python_ints_fit(data, to_dtype(dtype))
   return Array.from_data(data, dtype)
 
 
-def asarray(data: Any, dtype: Any = None) -> Array:
+@_on_device
+def asarray(data: Any, dtype: Any = None, copy: Optional[bool] = None) -> Array:
   """As `array`; an Array of the requested dtype is returned as it is."""
   return array(data, dtype)
 
@@ -43,6 +57,7 @@ def _check_python_ints_fit(data: Any, dt: DType) -> None:
     raise OverflowError(f"Python int {bad} does not fit in {dt.name} (range {dt.min}..{dt.max})")
 
 
+@_on_device
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
   if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray):
     return as_array(fill_value, to_dtype(dtype) if dtype is not None else None)._broadcast_to(_shape(shape))
@@ -50,22 +65,30 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
   return Array.const(fill_value, dt, _shape(shape))
 
 
+@_on_device
 def zeros(shape: Any, dtype: Any = None) -> Array: return full(shape, 0, dtype or dtypes.default_float)
+@_on_device
 def ones(shape: Any, dtype: Any = None) -> Array: return full(shape, 1, dtype or dtypes.default_float)
+@_on_device
 def empty(shape: Any, dtype: Any = None) -> Array: return zeros(shape, dtype)
 
 
 def _like_dtype(x: Any, dtype: Any) -> DType:
   return to_dtype(dtype) if dtype is not None else as_array(x).dtype
+@_on_device
 def zeros_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
   return full(as_array(x).shape if shape is None else shape, 0, _like_dtype(x, dtype))
+@_on_device
 def ones_like(x: Any, dtype: Any = None, shape: Any = None) -> Array:
   return full(as_array(x).shape if shape is None else shape, 1, _like_dtype(x, dtype))
+@_on_device
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Array:
   return full(as_array(x).shape if shape is None else shape, fill_value, _like_dtype(x, dtype))
+@_on_device
 def empty_like(x: Any, dtype: Any = None, shape: Any = None) -> Array: return zeros_like(x, dtype, shape)
 
 
+@_on_device
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Array:
   """Like jnp.arange: int arguments give int32, any float gives float32 (unless `dtype`)."""
   if stop is None: start, stop = 0, start
@@ -77,6 +100,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
   return Array.from_data(values.astype(dt.np if dt is not dtypes.bfloat16 else np.float32), dt)
 
 
+@_on_device
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Array:
   if num < 0: raise ValueError(f"linspace: num must be non-negative, got {num}")
   dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
@@ -84,11 +108,12 @@ def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dt
   return Array.from_data(values if dt.is_float else np.floor(values), dt)
 
 
+@_on_device
 def eye(N: int, M: Optional[int] = None, k: int = 0, dtype: Any = None) -> Array:
   """Identity-like matrix, built lazily from movement ops: ones every (M+1) positions of a flat buffer."""
   M = N if M is None else M
   dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-  if N == 0 or M == 0: return zeros((N, M), dt)
+  if N == 0 or M == 0 or k >= M or -k >= N: return zeros((N, M), dt)  # the diagonal misses the matrix
   size = max(N, M) + abs(k)
   ones_col = Array.const(1, dt, (size, 1))
   flat = ones_col._pad(((0, 0), (0, size)))._reshape((size * (size + 1),))
@@ -97,5 +122,6 @@ def eye(N: int, M: Optional[int] = None, k: int = 0, dtype: Any = None) -> Array
   return square._shrink(((row0, row0 + N), (col0, col0 + M)))
 
 
+@_on_device
 def identity(n: int, dtype: Any = None) -> Array: return eye(n, dtype=dtype)
 

@@ -95,10 +95,12 @@ true_divide = divide
 
 
 def floor_divide(a: Any, b: Any) -> Array:
-  """Python's //: the quotient rounded toward -inf. Integer x // 0 is 0 (as NumPy); float x // 0 is NaN
-  (as JAX; NumPy gives +-inf). Floats use the exact remainder, so 1.0 // 0.1 is 9.0 as in NumPy."""
+  """Python's //: the quotient rounded toward -inf. Integer x // 0 is 0 (as NumPy); float x // +-0 is
+  x / +-0 (+-inf, NaN for 0 // 0), as NumPy, JAX and the array API. Floats use the exact remainder, so
+  1.0 // 0.1 is 9.0 as in NumPy."""
   a, b = _numeric(a, b)
-  if a.dtype.is_float: return _float_divmod(a, b)[0]
+  if a.dtype.is_float:
+    return (b == 0)._alu(Ops.WHERE, a._alu(Ops.FDIV, b), _float_divmod(a, b)[0])
   q = a._alu(Ops.IDIV, b)
   if a.dtype.is_unsigned: return q
   zero = _const_like(a, 0)
@@ -369,7 +371,8 @@ def tanh(x: Array) -> Array:
   e = expm1(abs(x) * 2.0)
   t = e / (e + 2.0)
   t = (abs(x) > 20.0)._alu(Ops.WHERE, _const_like(x, 1.0), t)
-  return (x < 0)._alu(Ops.WHERE, -t, t)
+  t = (x < 0)._alu(Ops.WHERE, -t, t)
+  return (x == 0)._alu(Ops.WHERE, x, t)  # tanh(-0.0) is -0.0
 
 
 @_halves_in_float32

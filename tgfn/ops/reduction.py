@@ -85,13 +85,19 @@ def _variance(x: Array, axis: Any, ddof: int, keepdims: bool, work: DType) -> Ar
   return sum(square(centered), axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
 
 
-def var(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None) -> Array:
+def var(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None, *,
+        correction: Optional[float] = None) -> Array:
+  """`correction` is the array API's name for `ddof`."""
+  if correction is not None: ddof = correction
   x = as_array(x)
   dt, work = _work_dtype(x, dtype)
   return _variance(x, axis, ddof, keepdims, work).astype(dt)
 
 
-def std(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None) -> Array:
+def std(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None, *,
+        correction: Optional[float] = None) -> Array:
+  """`correction` is the array API's name for `ddof`."""
+  if correction is not None: ddof = correction
   x = as_array(x)
   dt, work = _work_dtype(x, dtype)
   return sqrt(_variance(x, axis, ddof, keepdims, work)).astype(dt)

@@ -215,43 +215,94 @@ def _mapped_sizes(leaves: Sequence[Any], axes: Sequence[Any]) -> str:
 
 
 # ---- Jacobians
-def _std_basis(x: Array) -> Array:
+def _basis_blocks(leaves: Sequence[Array]) -> list[Array]:
+  """The standard basis of the concatenated leaves, cut per leaf: leaf i gets shape (N,) + its shape,
+  where N is the total size, so row k is the k-th unit vector of the whole pytree."""
   import tgfn.numpy as tnp
-  return tnp.eye(x.size, dtype=x.dtype)._reshape((x.size,) + x.shape)
+  total, blocks, offset = sum(x.size for x in leaves), [], 0
+  for x in leaves:
+    eye = tnp.eye(total, dtype=x.dtype)[:, offset:offset + x.size]
+    blocks.append(eye._reshape((total,) + x.shape))
+    offset += x.size
+  return blocks
 
 
-def _only_argument(f: Callable, args: tuple, argnums: int, name: str) -> tuple[Array, Callable]:
-  """args[argnums] as an Array, and f as a function of that argument alone."""
-  _check_float_inputs(name, args, (argnums,))
-  return as_array(args[argnums]), lambda v: f(*args[:argnums], v, *args[argnums + 1:])
+def _split_rows(stacked: Array, sizes: Sequence[int]) -> list[Array]:
+  """Cut axis 0 of `stacked` into consecutive pieces of the given sizes."""
+  pieces, offset = [], 0
+  for n in sizes:
+    pieces.append(stacked[offset:offset + n])
+    offset += n
+  return pieces
 
 
-def jacfwd(f: Callable, argnums: int = 0) -> Callable:
-  """Jacobian by forward mode: vmap of jvp over the standard basis of the input.
-  Result shape: output shape + input shape."""
+def _diff_view(f: Callable, args: tuple, argnums: ArgNums, name: str) -> tuple[tuple, Callable, bool]:
+  """The differentiated arguments as a tuple, f as a function of that tuple, and whether argnums is an int."""
+  nums = _argnums_tuple(argnums, len(args))
+  _check_float_inputs(name, args, nums)
+
+  def of_selected(selected: tuple) -> Any:
+    full = list(args)
+    for n, v in zip(nums, selected): full[n] = v
+    return f(*full)
+  return tuple(args[n] for n in nums), of_selected, isinstance(argnums, int)
+
+
+def _assemble(blocks: list[list[Array]], out_tree: Any, in_tree: Any, single: bool) -> Any:
+  """blocks[j][i] (output leaf j, input leaf i) as JAX lays out a Jacobian: the output's tree with, at each
+  leaf, the input's tree (the argument itself for an int argnums, a tuple of arguments otherwise)."""
+  rows = []
+  for row in blocks:
+    inner = unflatten(in_tree, row)
+    rows.append(inner[0] if single else inner)
+  return unflatten(out_tree, rows)
+
+
+def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+  """Jacobian by forward mode: vmap of jvp over the standard basis of the inputs. Each block has the
+  output leaf's shape followed by the input leaf's shape; pytrees and argnums tuples as in JAX."""
   @functools.wraps(f)
   def jac(*args: Any) -> Any:
-    x, f_of_x = _only_argument(f, args, argnums, "jacfwd")
-    columns = vmap(lambda tangent: jvp(f_of_x, (x,), (tangent,))[1])(_std_basis(x))
-    leaves, tree = flatten(columns)
-    return unflatten(tree, [_move_axis(c, 0, c.ndim - 1)._reshape(c.shape[1:] + x.shape) if x.ndim else
-                            c._reshape(c.shape[1:]) for c in leaves])
+    selected, f_sel, single = _diff_view(f, args, argnums, "jacfwd")
+    leaves, in_tree = flatten(selected)
+    xs = [as_array(leaf) for leaf in leaves]
+
+    def column(*tangent_leaves: Array) -> Any:
+      tangents = unflatten(in_tree, tangent_leaves)
+      result = jvp(f_sel, (unflatten(in_tree, xs),), (tangents,), has_aux=has_aux)
+      return (result[1], result[2]) if has_aux else result[1]
+
+    out = vmap(column, out_axes=(0, None) if has_aux else 0)(*_basis_blocks(xs))
+    columns, aux = out if has_aux else (out, None)
+    outs, out_tree = flatten(columns)
+    blocks = [[piece._permute(tuple(range(1, c.ndim)) + (0,))._reshape(c.shape[1:] + x.shape)
+               for piece, x in zip(_split_rows(c, [x.size for x in xs]), xs)] for c in outs]
+    result = _assemble(blocks, out_tree, in_tree, single)
+    return (result, aux) if has_aux else result
   return jac
 
 
-def jacrev(f: Callable, argnums: int = 0) -> Callable:
-  """Jacobian by reverse mode: vmap of vjp over the standard basis of the output.
-  Result shape: output shape + input shape."""
+def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+  """Jacobian by reverse mode: vmap of vjp over the standard basis of the outputs. Same layout as jacfwd."""
   @functools.wraps(f)
   def jac(*args: Any) -> Any:
-    x, f_of_x = _only_argument(f, args, argnums, "jacrev")
-    out, pullback = vjp(f_of_x, x)
-    if not isinstance(out, Array): raise TypeError("jacrev supports functions returning a single array")
-    rows = vmap(lambda ct: pullback(ct)[0])(_std_basis(out))
-    return rows._reshape(out.shape + x.shape)
+    selected, f_sel, single = _diff_view(f, args, argnums, "jacrev")
+    leaves, in_tree = flatten(selected)
+    xs = [as_array(leaf) for leaf in leaves]
+    result = vjp(f_sel, unflatten(in_tree, xs), has_aux=has_aux)
+    out, pullback = result[0], result[1]
+    outs, out_tree = flatten(out)
+    outs = [as_array(o) for o in outs]
+    for o in outs:
+      if not o.dtype.is_float: raise TypeError(f"jacrev needs float outputs, got one of dtype {o.dtype.name}")
+    rows = vmap(lambda *cts: flatten(pullback(unflatten(out_tree, cts))[0])[0])(*_basis_blocks(outs))
+    per_input = [_split_rows(r, [o.size for o in outs]) for r in rows]
+    blocks = [[per_input[i][j]._reshape(o.shape + x.shape) for i, x in enumerate(xs)] for j, o in enumerate(outs)]
+    jacobian = _assemble(blocks, out_tree, in_tree, single)
+    return (jacobian, result[2]) if has_aux else jacobian
   return jac
 
 
-def hessian(f: Callable, argnums: int = 0) -> Callable:
-  """The Hessian of a scalar function: jacfwd(jacrev(f))."""
-  return jacfwd(jacrev(f, argnums), argnums)
+def hessian(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+  """The Hessian of a scalar function: jacfwd(jacrev(f)), with the same argnums and has_aux."""
+  return jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tgfn.array import Array, as_array
 from tgfn.tree import flatten, unflatten
+from tgfn.tree import map as tree_map
 from tgfn.uop.ops import Ops, UOp, substitute
 
 
@@ -115,28 +116,62 @@ class custom_vjp:
 
 
 class custom_jvp:
-  """`@custom_jvp def f(x): ...`, then `@f.defjvp def f_jvp(primals, tangents): return out, tangent_out`."""
+  """`@custom_jvp def f(x): ...`, then `@f.defjvp def f_jvp(primals, tangents): return out, tangent_out`,
+  or `f.defjvps(jvp_x, ...)` with one `jvp_i(tangent_i, out, *primals) -> tangent contribution` per argument.
 
-  def __init__(self, fun: Callable[..., Any]):
+  `custom_jvp(f, nondiff_argnums=(0,))` (or `functools.partial(custom_jvp, nondiff_argnums=...)` as a
+  decorator) passes those arguments (functions, ints, ...) through untouched: the rule is then called
+  as `f_jvp(*nondiff_args, primals, tangents)`, where primals and tangents hold the other arguments."""
+
+  def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
     functools.update_wrapper(self, fun)
     self.fun = fun
+    if any(not isinstance(n, int) or n < 0 for n in nondiff_argnums):
+      raise ValueError(f"custom_jvp nondiff_argnums must be non-negative ints, got {nondiff_argnums!r}")
+    self.nondiff_argnums = tuple(nondiff_argnums)
     self.jvp: Optional[Callable] = None
 
-  def defjvp(self, jvp: Callable[[tuple, tuple], tuple[Any, Any]]) -> Callable:
+  def defjvp(self, jvp: Callable[..., tuple[Any, Any]]) -> Callable:
     self.jvp = jvp
     return jvp
+
+  def defjvps(self, *jvps: Optional[Callable[..., Any]]) -> None:
+    """One rule per differentiable argument (None: that argument does not change the output)."""
+    def jvp(*rule_args: Any) -> tuple[Any, Any]:
+      nondiff, primals, tangents = rule_args[:-2], rule_args[-2], rule_args[-1]
+      if len(jvps) != len(primals):
+        raise TypeError(f"{self.fun.__name__}.defjvps got {len(jvps)} rules for {len(primals)} differentiable arguments")
+      out = self.fun(*self._merge(nondiff, primals))
+      terms = [rule(t, out, *primals) for rule, t in zip(jvps, tangents) if rule is not None]
+      if not terms: return out, _zeros_like_tree(out)
+      return out, functools.reduce(lambda a, b: tree_map(lambda u, v: u + v, a, b), terms)
+    self.jvp = jvp
+
+  def _merge(self, nondiff: Sequence[Any], diff: Sequence[Any]) -> list[Any]:
+    """The full argument list from the non-differentiable and differentiable ones."""
+    nondiff, diff, full = list(nondiff), list(diff), []
+    for i in range(len(nondiff) + len(diff)):
+      full.append(nondiff.pop(0) if i in self.nondiff_argnums else diff.pop(0))
+    return full
 
   def __call__(self, *args: Any) -> Any:
     if self.jvp is None:
       raise TypeError(f"custom_jvp function {self.fun.__name__} has no rule yet: decorate one with @{self.fun.__name__}.defjvp")
-    inputs, in_tree = _flat_inputs(args)
+    if any(n >= len(args) for n in self.nondiff_argnums):
+      raise ValueError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range for {len(args)} arguments")
+    nondiff = [a for i, a in enumerate(args) if i in self.nondiff_argnums]
+    inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
     primals = unflatten(in_tree, inputs)
-    out = self.fun(*primals)
+    out = self.fun(*self._merge(nondiff, primals))
     jvp = self.jvp
 
     def jvp_rule(tangents: list[Array]) -> list[Array]:
-      _, tangent_out = jvp(tuple(primals), tuple(unflatten(in_tree, tangents)))
+      _, tangent_out = jvp(*nondiff, tuple(primals), tuple(unflatten(in_tree, tangents)))
       return [as_array(t) for t in flatten(tangent_out)[0]]
 
     return _wrap_outputs(out, lambda avals: CustomCall([a.uop for a in inputs], in_tree, avals, self.fun.__name__,
                                                        jvp_rule=jvp_rule))
+
+
+def _zeros_like_tree(tree: Any) -> Any:
+  return tree_map(lambda x: Array.const(0, as_array(x).dtype, as_array(x).shape), tree)

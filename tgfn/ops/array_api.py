@@ -1,0 +1,322 @@
+"""The Python array API standard (2024.12) on tgfn.numpy: the standard's spellings beside NumPy's, its
+inspection namespace, and the functions NumPy names differently or tgfn lacked (`copysign`,
+`nextafter`, `signbit`, `cumulative_sum`/`cumulative_prod`, `unique_*`, `tril`/`triu`, `diff`,
+`meshgrid`, `count_nonzero`, `nonzero`, `unstack`, `vecdot`, `matrix_transpose`, `isdtype`,
+`can_cast`). Complex numbers are not supported (tgfn has no complex dtype): `real` and `conj` return x,
+`imag` zeros. Functions with data-dependent shapes (`unique_*`, `nonzero`) need concrete values, as
+boolean masks do (docs/numpy.md); under jit they raise ConcretizationError."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from tgfn.array import Array, as_array
+from tgfn.device import Device
+from tgfn.dtype import ALL_DTYPES, DType, dtypes, sum_dtype, to_dtype
+from tgfn.dtype import result_type as _promote
+from tgfn.ops.creation import arange, asarray, zeros
+from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
+from tgfn.ops.reduction import cumsum, sum
+from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
+from tgfn.uop.ops import Ops, UOp
+
+__all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh", "asinh", "atanh", "pow",
+           "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
+           "matrix_transpose", "vecdot", "real", "imag", "conj", "signbit", "copysign", "nextafter",
+           "cumulative_sum", "cumulative_prod", "unique_all", "unique_counts", "unique_inverse", "unique_values",
+           "isdtype", "can_cast", "result_type", "tril", "triu", "diff", "meshgrid", "count_nonzero", "nonzero", "unstack"]
+
+pow = power
+bitwise_invert, bitwise_left_shift, bitwise_right_shift = invert, left_shift, right_shift
+_UINT = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint64}
+
+
+# ---- the standard's names for the inverse trigonometric functions (NumPy's arc* names, tgfn/ops)
+def _numpy_function(name: str) -> Any:
+  import tgfn.numpy as tnp
+  return getattr(tnp, name)
+
+
+def acos(x: Any) -> Array: return _numpy_function("arccos")(x)
+def asin(x: Any) -> Array: return _numpy_function("arcsin")(x)
+def atan(x: Any) -> Array: return _numpy_function("arctan")(x)
+def atan2(x1: Any, x2: Any) -> Array: return _numpy_function("arctan2")(x1, x2)
+def acosh(x: Any) -> Array: return _numpy_function("arccosh")(x)
+def asinh(x: Any) -> Array: return _numpy_function("arcsinh")(x)
+def atanh(x: Any) -> Array: return _numpy_function("arctanh")(x)
+
+
+# ---- inspection
+class _Info:
+  """What `__array_namespace_info__()` returns: the library's capabilities, devices and dtypes."""
+
+  def capabilities(self) -> dict[str, Any]:
+    # boolean indexing needs concrete values (the result's shape depends on them), as unique_* does
+    return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
+
+  def default_device(self) -> str: return Device.DEFAULT
+  def devices(self) -> list[str]: return ["CPU", "PYTHON"]
+
+  def default_dtypes(self, *, device: Optional[str] = None) -> dict[str, DType]:
+    return {"real floating": dtypes.float32, "integral": dtypes.int32, "indexing": dtypes.int32}
+
+  def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
+    return {d.name: d for d in ALL_DTYPES if kind is None or isdtype(d, kind)}
+
+
+def __array_namespace_info__() -> _Info:
+  return _Info()
+
+
+_KINDS = {"bool": lambda d: d.is_bool, "signed integer": lambda d: d.kind == "i",
+          "unsigned integer": lambda d: d.kind == "u", "integral": lambda d: d.is_int,
+          "real floating": lambda d: d.is_float, "complex floating": lambda d: False,
+          "numeric": lambda d: d.is_int or d.is_float}
+
+
+def isdtype(dtype: Any, kind: Union[str, Any, tuple]) -> bool:
+  """Whether `dtype` is of `kind`: a kind name ('bool', 'signed integer', 'unsigned integer',
+  'integral', 'real floating', 'complex floating', 'numeric'), a dtype, or a tuple of those."""
+  if not isinstance(dtype, DType): raise TypeError(f"isdtype expects a dtype, got {dtype!r}")
+  if isinstance(kind, tuple): return any(isdtype(dtype, k) for k in kind)
+  if isinstance(kind, str):
+    if kind not in _KINDS: raise ValueError(f"isdtype: unknown kind {kind!r}; expected one of {sorted(_KINDS)}")
+    return _KINDS[kind](dtype)
+  return dtype is to_dtype(kind)
+
+
+def result_type(*arrays_and_dtypes: Any) -> DType:
+  """JAX's promotion of dtypes, arrays (their dtypes; tgfn or NumPy) and Python scalars (weakly typed)."""
+  return _promote(*(x.dtype if isinstance(x, (Array, np.ndarray)) else x for x in arrays_and_dtypes))
+
+
+def can_cast(from_: Any, to: Any) -> bool:
+  """Whether type promotion can turn `from_` (a dtype or an array) into `to`: result_type(from_, to) is to."""
+  src = from_.dtype if isinstance(from_, Array) else to_dtype(from_)
+  dst = to_dtype(to)
+  return result_type(src, dst) is dst
+
+
+# ---- manipulation
+def concat(arrays: Sequence[Any], axis: Optional[int] = 0) -> Array:
+  """concatenate; axis=None joins the flattened arrays."""
+  if axis is None: return concatenate([reshape(as_array(a), (-1,)) for a in arrays], 0)
+  return concatenate(arrays, axis)
+
+
+def permute_dims(x: Any, axes: Sequence[int]) -> Array: return transpose(x, tuple(axes))
+
+
+def matrix_transpose(x: Any) -> Array:
+  x = as_array(x)
+  if x.ndim < 2: raise ValueError(f"matrix_transpose needs at least 2 dimensions, got shape {x.shape}")
+  return swapaxes(x, -1, -2)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
+  x = moveaxis(as_array(x), axis, 0)
+  return tuple(x[i] for i in range(x.shape[0]))
+
+
+def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
+  """The dot product of x1 and x2 along `axis` (broadcasting the others)."""
+  x1, x2 = as_array(x1), as_array(x2)
+  return sum(x1 * x2, axis=axis)
+
+
+def real(x: Any) -> Array: return as_array(x)
+def conj(x: Any) -> Array: return as_array(x)
+def imag(x: Any) -> Array: return zeros(as_array(x).shape, as_array(x).dtype)
+
+
+# ---- sign bits
+def _bits(x: Array) -> Array: return Array(UOp(Ops.BITCAST, _UINT[x.dtype.bits], (x.uop,)))
+def _from_bits(bits: Array, dtype: DType) -> Array: return Array(UOp(Ops.BITCAST, dtype, (bits.uop,)))
+
+
+def signbit(x: Any) -> Array:
+  """True where the sign bit is set: negative numbers, -0.0 and NaNs with the sign bit."""
+  x = as_array(x)
+  if x.dtype.is_float: return (_bits(x) >> (x.dtype.bits - 1)) == 1
+  if x.dtype.kind == "i": return x < 0
+  return zeros(x.shape, dtypes.bool)
+
+
+def _float_pair(x1: Any, x2: Any) -> tuple[Array, Array]:
+  x1, x2 = as_array(x1), as_array(x2)
+  dt = _promote(x1.dtype, x2.dtype)
+  if not dt.is_float: dt = dtypes.float32
+  return x1.astype(dt), x2.astype(dt)
+
+
+def copysign(x1: Any, x2: Any) -> Array:
+  """|x1| with the sign bit of x2 (NaNs included), on the bit patterns."""
+  x1, x2 = _float_pair(x1, x2)
+  top = 1 << (x1.dtype.bits - 1)
+  word = (_bits(x1) & (top - 1)) | (_bits(x2) & top)
+  return _from_bits(word, x1.dtype)
+
+
+def nextafter(x1: Any, x2: Any) -> Array:
+  """The next representable float after x1 toward x2 (x2 where they are equal, NaN if either is)."""
+  x1, x2 = _float_pair(x1, x2)
+  bits = _bits(x1)
+  up = x2 > x1
+  away = up == (x1 > 0)  # away from zero the pattern grows by one
+  stepped = _from_bits(where(away, bits + 1, bits - 1), x1.dtype)
+  smallest = _from_bits(Array.const(1, bits.dtype, bits.shape), x1.dtype)
+  out = where(x1 == 0, where(up, smallest, -smallest), stepped)
+  out = where(x1 == x2, x2, out)
+  return where((x1 != x1) | (x2 != x2), x1 + x2, out)
+
+
+# ---- cumulative
+def _cumulative_setup(x: Any, axis: Optional[int], fn: str) -> tuple[Array, int]:
+  x = as_array(x)
+  if axis is None:
+    if x.ndim > 1: raise ValueError(f"{fn}: axis is required for arrays with more than one dimension, got shape {x.shape}")
+    x = reshape(x, (-1,))
+    axis = 0
+  return x, axis % x.ndim
+
+
+def _with_initial(out: Array, axis: int, value: int) -> Array:
+  shape = out.shape[:axis] + (1,) + out.shape[axis + 1:]
+  return concatenate([Array.const(value, out.dtype, shape), out], axis)
+
+
+def cumulative_sum(x: Any, axis: Optional[int] = None, dtype: Any = None, include_initial: bool = False) -> Array:
+  """Inclusive prefix sums along `axis` (optional for 1-D x); include_initial prepends a 0."""
+  x, ax = _cumulative_setup(x, axis, "cumulative_sum")
+  out = cumsum(x, ax, dtype)
+  return _with_initial(out, ax, 0) if include_initial else out
+
+
+def cumulative_prod(x: Any, axis: Optional[int] = None, dtype: Any = None, include_initial: bool = False) -> Array:
+  """Inclusive prefix products along `axis`: log2(n) rounds of multiplying by the value `step` places
+  back (Hillis-Steele); include_initial prepends a 1."""
+  x, ax = _cumulative_setup(x, axis, "cumulative_prod")
+  out = moveaxis(x.astype(to_dtype(dtype) if dtype is not None else sum_dtype(x.dtype)), ax, -1)
+  n, step = out.shape[-1], 1
+  while step < n:
+    ones = Array.const(1, out.dtype, out.shape[:-1] + (step,))
+    out = out * concatenate([ones, out[..., :n - step]], -1)
+    step *= 2
+  out = moveaxis(out, -1, ax)
+  return _with_initial(out, ax, 1) if include_initial else out
+
+
+# ---- data-dependent shapes: computed from concrete values on the host
+def _host(x: Any, fn: str) -> tuple[Array, np.ndarray]:
+  x = as_array(x)
+  return x, x.numpy(f"{fn}(x)")
+
+
+class UniqueAllResult(NamedTuple):
+  values: Array
+  indices: Array
+  inverse_indices: Array
+  counts: Array
+
+
+class UniqueCountsResult(NamedTuple):
+  values: Array
+  counts: Array
+
+
+class UniqueInverseResult(NamedTuple):
+  values: Array
+  inverse_indices: Array
+
+
+def _unique(x: Any, fn: str) -> tuple[Array, Array, Array, Array]:
+  """Sorted distinct values (each NaN distinct, as the standard asks), first indices, inverse, counts."""
+  x, host = _host(x, fn)
+  flat = host.reshape(-1)
+  nan = np.isnan(flat) if flat.dtype.kind == "f" else np.zeros(flat.shape, bool)
+  values, index, inverse, counts = np.unique(flat[~nan], return_index=True, return_inverse=True, return_counts=True)
+  where_finite = np.flatnonzero(~nan)
+  n_nan = int(nan.sum())
+  all_values = np.concatenate([values, flat[nan]])
+  all_index = np.concatenate([where_finite[index], np.flatnonzero(nan)]).astype(np.int64)
+  full_inverse = np.empty(flat.shape, np.int64)
+  full_inverse[~nan] = inverse
+  full_inverse[nan] = len(values) + np.arange(n_nan)
+  all_counts = np.concatenate([counts, np.ones(n_nan, np.int64)])
+  return (Array.from_data(all_values.astype(host.dtype), x.dtype, x.device), asarray(all_index.astype(np.int32)),
+          asarray(full_inverse.reshape(host.shape).astype(np.int32)), asarray(all_counts.astype(np.int32)))
+
+
+def unique_values(x: Any) -> Array: return _unique(x, "unique_values")[0]
+
+
+def unique_counts(x: Any) -> UniqueCountsResult:
+  values, _, _, counts = _unique(x, "unique_counts")
+  return UniqueCountsResult(values, counts)
+
+
+def unique_inverse(x: Any) -> UniqueInverseResult:
+  values, _, inverse, _ = _unique(x, "unique_inverse")
+  return UniqueInverseResult(values, inverse)
+
+
+def unique_all(x: Any) -> UniqueAllResult:
+  return UniqueAllResult(*_unique(x, "unique_all"))
+
+
+def nonzero(x: Any) -> tuple[Array, ...]:
+  """The indices of the non-zero elements, one int32 array per axis (needs concrete values)."""
+  x, host = _host(x, "nonzero")
+  if x.ndim == 0: raise ValueError("nonzero is not defined for 0-d arrays; use atleast_1d or x[None]")
+  return tuple(asarray(i.astype(np.int32)) for i in np.nonzero(host))
+
+
+def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+  x = as_array(x)
+  return sum(x != 0, axis=axis, keepdims=keepdims)
+
+
+# ---- creation and differences
+def _triangle(x: Any, k: int, lower: bool) -> Array:
+  x = as_array(x)
+  if x.ndim < 2: raise ValueError(f"tril/triu need at least 2 dimensions, got shape {x.shape}")
+  rows, cols = x.shape[-2:]
+  offset = arange(cols, dtype=dtypes.int64)[None, :] - arange(rows, dtype=dtypes.int64)[:, None]
+  keep = offset <= k if lower else offset >= k
+  return where(keep, x, Array.const(0, x.dtype))
+
+
+def tril(x: Any, k: int = 0) -> Array: return _triangle(x, k, lower=True)
+def triu(x: Any, k: int = 0) -> Array: return _triangle(x, k, lower=False)
+
+
+def diff(x: Any, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Array:
+  """The n-th forward difference along `axis` (bool arrays: not-equal)."""
+  x = as_array(x)
+  if n < 0: raise ValueError(f"diff: order n must be non-negative, got {n}")
+  ax = axis % x.ndim
+  parts = [p for p in (prepend, x, append) if p is not None]
+  if len(parts) > 1:
+    shape = lambda p: x.shape[:ax] + (1,) + x.shape[ax + 1:] if as_array(p).ndim == 0 else as_array(p).shape
+    x = concatenate([as_array(p)._broadcast_to(shape(p)) if p is not x else p for p in parts], ax)
+  for _ in range(n):
+    hi = x[(slice(None),) * ax + (slice(1, None),)]
+    lo = x[(slice(None),) * ax + (slice(None, -1),)]
+    x = (hi != lo) if x.dtype.is_bool else hi - lo
+  return x
+
+
+def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Array]:
+  """Coordinate grids from 1-D arrays ('xy': the first two axes swapped, as NumPy)."""
+  if indexing not in ("xy", "ij"): raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+  arrays = [reshape(as_array(a), (-1,)) for a in arrays]
+  sizes = [a.shape[0] for a in arrays]
+  if indexing == "xy" and len(arrays) >= 2: sizes[0], sizes[1] = sizes[1], sizes[0]
+  out = []
+  for i, a in enumerate(arrays):
+    axis = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and len(arrays) >= 2 else i
+    shape = tuple(s if j == axis else 1 for j, s in enumerate(sizes))
+    out.append(reshape(a, shape)._broadcast_to(tuple(sizes)))
+  return out
+
