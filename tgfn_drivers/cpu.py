@@ -351,9 +351,11 @@ def build_many(kernels: list[tuple[str, str]]) -> list[CPUProgram]:
   and load each resulting library once: its kernels' programs share it, so it stays loaded while any
   of them is referenced."""
   groups = split_batch([len(src) for _, src in kernels], compile_jobs())
-  binaries = _compiler.compile_many_cached(["".join(kernels[i][1] for i in g) for g in groups])
+  with ThreadPoolExecutor(max_workers=1) as background:
+    pool = background.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
+    binaries = _compiler.compile_many_cached(["".join(kernels[i][1] for i in g) for g in groups])
+    pool.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
   programs: list[Optional[CPUProgram]] = [None] * len(kernels)
-  load_pool()  # first, so the kernels' tg_parallel_for resolves against the pool
   for group, binary in zip(groups, binaries):
     library = _Library(binary)
     for i in group: programs[i] = CPUProgram(kernels[i][0], library)
