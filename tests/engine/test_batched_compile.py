@@ -37,14 +37,14 @@ def _compiler_runs(fn, *args):
 
 
 def many_kernels(x, y):
-  """Eight outputs, nine kernels, six of one name (E_4_6), a softmax-like reduction and a contraction."""
+  """Eight outputs, nine kernels, six of one name (E_16_64), a softmax-like reduction and a contraction."""
   outs = [x * (k + 0.5) + y for k in range(6)]
   return outs + [tnp.exp(x - x.max(1, keepdims=True)).sum(1), x @ y.T]
 
 
 def _inputs():
   rng = np.random.default_rng(0)
-  return [tnp.asarray(rng.standard_normal((4, 6)).astype(np.float32)) for _ in range(2)]
+  return [tnp.asarray(rng.standard_normal((16, 64)).astype(np.float32)) for _ in range(2)]
 
 
 def _assert_equal(got, want):
@@ -167,3 +167,17 @@ def test_cpu_model_reads_proc_cpuinfo(monkeypatch):
   monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO(fake) if path == "/proc/cpuinfo" else real_open(path, *a, **k))
   assert cpu.cpu_model() == "Example Core 7 @ 3.00GHz"
   assert cpu._cpu_features() == "fpu sse2"
+
+
+def test_small_reductions_get_no_register_tile_or_unroll():
+  """Tiles on tiny kernels cost compile time and save nothing (tgfn/codegen/heuristic.py)."""
+  from tgfn.codegen.heuristic import hand_coded_opts
+  from tgfn.codegen.opts import OptOps
+  from tgfn.schedule.schedule import create_schedule
+
+  def opts_of(rows: int, cols: int) -> set:
+    x = tnp.ones((rows, cols)).realize()
+    ast = create_schedule([tnp.exp(x).sum(1).uop])[-1].kernel.ast
+    return {o.op for o in hand_coded_opts(ast, 32, 16)}
+  assert not {OptOps.UPCAST, OptOps.UNROLL} & opts_of(256, 10)  # softmax rows of 10 classes
+  assert OptOps.UNROLL in opts_of(256, 512)
