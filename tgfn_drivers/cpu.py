@@ -83,6 +83,7 @@ class CompilerRuns:
     with cls._lock: cls.count += 1
 
 
+@functools.cache
 def cpu_model() -> str:
   """The CPU's model name, as /proc/cpuinfo spells it (else what the platform module says)."""
   try:
@@ -96,6 +97,7 @@ def cpu_model() -> str:
   return platform.processor() or platform.machine() or "unknown"
 
 
+@functools.cache
 def _cpu_features() -> str:
   """The first CPU's feature list from /proc/cpuinfo ("flags" on x86, "Features" on ARM), or ''."""
   try:
