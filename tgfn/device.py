@@ -5,6 +5,8 @@ A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
   runtime    Program class: Program(name, binary)(*buffer handles) runs the kernel
+  build_many optional: [(name, source), ...] -> one program per kernel, compiled together (a batch: the
+             kernels of a jitted function); None where kernels compile one at a time
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
 """
 from __future__ import annotations
@@ -77,36 +79,61 @@ _UNCACHED_HINT = ("kernels still compile and run, without the cache; set TGFN_CA
                   "cache them")
 
 
+def _entry_path(kind: str, key: str) -> Optional[Path]:
+  """Where the cache entry `key` of `kind` lives; None (after a warning) when the cache folder cannot be made."""
+  try:
+    return cache_dir() / kind / key[:2] / key
+  except OSError as e:
+    warn_once("cache", f"cannot create the kernel cache folder ({e}); {_UNCACHED_HINT}")
+    return None
+
+
+def cache_read(kind: str, key: str) -> Optional[bytes]:
+  """The payload stored under `key`, or None when it is missing, unreadable or fails its hash check (a
+  torn or corrupted write: it is rebuilt). TGFN_DISABLE_COMPILER_CACHE=1 makes every read a miss."""
+  if os.environ.get("TGFN_DISABLE_COMPILER_CACHE") or (path := _entry_path(kind, key)) is None: return None
+  try:
+    blob = path.read_bytes()  # an entry that is a folder or unreadable is a miss, like a missing one
+  except OSError:
+    return None
+  magic, digest, payload = blob[:5], blob[5:37], blob[37:]
+  return payload if magic == _CACHE_MAGIC and hashlib.sha256(payload).digest() == digest else None
+
+
+def cache_write(kind: str, key: str, payload: bytes) -> None:
+  """Store `payload` under `key` with its hash, atomically. A cache that cannot be written is a warning."""
+  if os.environ.get("TGFN_DISABLE_COMPILER_CACHE") or (path := _entry_path(kind, key)) is None: return
+  try:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
+  except OSError as e:
+    warn_once("cache", f"cannot write the kernel cache entry {path} ({e}); {_UNCACHED_HINT}")
+
+
 class Compiler:
-  """Source to binary. Subclasses set `cachekey` (compiler identity and flags) and implement compile."""
+  """Source to binary. Subclasses set `cachekey` (compiler identity and flags) and implement compile;
+  `compile_many` may compile several sources at once (in parallel processes)."""
   cachekey: str = ""
 
   def compile(self, src: str) -> bytes: raise NotImplementedError
+
+  def compile_many(self, srcs: list[str]) -> list[bytes]: return [self.compile(src) for src in srcs]
 
   def compile_cached(self, src: str) -> bytes:
     """Compile, keeping the binary on disk under the hash of (cachekey, src). Each entry carries the
     hash of its payload; an entry that fails the check (a torn or corrupted write) is rebuilt. A cache
     that cannot be created, read or written is a warning, never an error: the binary is still returned."""
-    if os.environ.get("TGFN_DISABLE_COMPILER_CACHE"): return self.compile(src)
-    key = hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest()
-    try:
-      path = cache_dir() / "kernels" / key[:2] / key
-    except OSError as e:
-      warn_once("cache", f"cannot create the kernel cache folder ({e}); {_UNCACHED_HINT}")
-      return self.compile(src)
-    try:
-      blob = path.read_bytes()  # an entry that is a folder or unreadable is a miss, like a missing one
-      magic, digest, payload = blob[:5], blob[5:37], blob[37:]
-      if magic == _CACHE_MAGIC and hashlib.sha256(payload).digest() == digest: return payload
-    except OSError:
-      pass
-    payload = self.compile(src)
-    try:
-      path.parent.mkdir(parents=True, exist_ok=True)
-      write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
-    except OSError as e:
-      warn_once("cache", f"cannot write the kernel cache entry {path} ({e}); {_UNCACHED_HINT}")
-    return payload
+    return self.compile_many_cached([src])[0]
+
+  def compile_many_cached(self, srcs: list[str]) -> list[bytes]:
+    """`compile_cached` for several sources; the ones not on disk go to `compile_many` together."""
+    keys = [hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest() for src in srcs]
+    binaries = [cache_read("kernels", key) for key in keys]
+    missing = [i for i, b in enumerate(binaries) if b is None]
+    for i, payload in zip(missing, self.compile_many([srcs[i] for i in missing]) if missing else []):
+      binaries[i] = payload
+      cache_write("kernels", keys[i], payload)
+    return binaries  # type: ignore[return-value]
 
 
 def _same(handle: Any) -> Any: return handle
@@ -119,6 +146,7 @@ class Compiled:
   renderer: Any                          # tgfn.renderer.Renderer
   compiler: Compiler
   runtime: Callable[[str, bytes], Callable[..., None]]
+  build_many: Optional[Callable[[list[tuple[str, str]]], list[Callable[..., None]]]] = None
   # how a Program receives a buffer: computed once per buffer, so launching a kernel converts nothing
   kernel_arg: Callable[[Any], Any] = _same
 

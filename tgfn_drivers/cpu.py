@@ -13,12 +13,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
-from tgfn.device import Allocator, Compiled, Compiler, cache_dir, warn_once
+from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, cache_write, warn_once
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn_drivers._cpu_threads import load_pool
@@ -71,29 +72,93 @@ def _fresh_library_path(roots: list[Path]) -> Path:
                      f"Set TMPDIR or TGFN_CACHE_DIR to a writable folder.")
 
 
+class CompilerRuns:
+  """How many compiler processes this process has started (kernels, batches, the worker pool, the
+  target query): tests check that a batch of kernels starts one, and a warm cache none."""
+  count = 0
+  _lock = threading.Lock()
+
+  @classmethod
+  def add(cls) -> None:
+    with cls._lock: cls.count += 1
+
+
+@functools.cache
+def cpu_model() -> str:
+  """The CPU's model name, as /proc/cpuinfo spells it (else what the platform module says)."""
+  try:
+    with open("/proc/cpuinfo") as f: info = f.read()
+  except OSError:
+    info = ""
+  for field in ("model name", "Hardware", "cpu model", "uarch", "CPU part"):  # x86, then other architectures
+    for line in info.splitlines():
+      if line.split(":")[0].strip() == field and ":" in line: return line.split(":", 1)[1].strip()
+  import platform
+  return platform.processor() or platform.machine() or "unknown"
+
+
+@functools.cache
+def _cpu_features() -> str:
+  """The first CPU's feature list from /proc/cpuinfo ("flags" on x86, "Features" on ARM), or ''."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.split(":")[0].strip() in ("flags", "Features"): return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return ""
+
+
+def _executable_identity(argv: list[str]) -> str:
+  """Each executable the compiler command names, resolved, with its size and modification time."""
+  out = []
+  for word in argv:
+    if (found := shutil.which(word)) is not None:
+      real = os.path.realpath(found)
+      st = os.stat(real)
+      out.append(f"{real}:{st.st_size}:{st.st_mtime_ns}")
+  return " ".join(out)
+
+
+# compiler command -> its -march=native macros, once per process (the pool's compiler shares it)
+_target_macros: dict[tuple[str, ...], str] = {}
+
+
 class CCompiler(Compiler):
   extra_flags: tuple[str, ...] = ()  # e.g. -pthread for the worker pool
 
   def __init__(self) -> None:
     self.cc: Optional[list[str]] = None
-    self._target: Optional[str] = None
 
   @property
   def cachekey(self) -> str:  # type: ignore[override]
-    # -march=native means a different instruction set on another CPU: key on what it expands to
+    # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} target:{target}"
+    return f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} cpu:{cpu_model()} target:{target}"
 
   def target_macros(self) -> str:
-    """The compiler's predefined macros for -march=native: which instruction set kernels are built for."""
-    if self._target is None:
-      proc = subprocess.run([*self._cc(), "-march=native", "-dM", "-E", "-x", "c", "-"], input=b"", capture_output=True)
-      self._target = proc.stdout.decode()
-    return self._target
+    """The compiler's predefined macros for -march=native: which instruction set kernels are built for.
+    Asking the compiler takes a process (tens of ms), so the answer is kept on disk, keyed by the compiler
+    executables (path, size, time) and this CPU's model and feature flags."""
+    cc = tuple(self._cc())
+    if (known := _target_macros.get(cc)) is not None: return known
+    key = hashlib.sha256("\0".join([*cc, _executable_identity(list(cc)), cpu_model(), _cpu_features()]).encode()).hexdigest()
+    if (stored := cache_read("targets", key)) is not None: macros = stored.decode()
+    else:
+      CompilerRuns.add()
+      proc = subprocess.run([*cc, "-march=native", "-dM", "-E", "-x", "c", "-"], input=b"", capture_output=True)
+      macros = proc.stdout.decode()
+      if proc.returncode == 0 and macros: cache_write("targets", key, macros.encode())
+    return _target_macros.setdefault(cc, macros)
 
   def _cc(self) -> list[str]:
     if self.cc is None: self.cc = find_c_compiler()
     return self.cc
+
+  def compile_many(self, srcs: list[str]) -> list[bytes]:
+    """One compiler process per source, all at once (each waits in its own thread)."""
+    if len(srcs) <= 1: return [self.compile(src) for src in srcs]
+    with ThreadPoolExecutor(max_workers=len(srcs)) as pool: return list(pool.map(self.compile, srcs))
 
   def compile(self, src: str) -> bytes:
     cc = self._cc()
@@ -101,6 +166,7 @@ class CCompiler(Compiler):
     # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
     env = {**os.environ, "TMPDIR": str(out.parent)}
     name = " ".join(cc)
+    CompilerRuns.add()
     try:
       proc = subprocess.run([*cc, *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", str(out)], input=src.encode(),
                             capture_output=True, env=env)
@@ -216,9 +282,10 @@ def _load(binary: bytes) -> ctypes.CDLL:
 
 
 class CPUProgram:
-  def __init__(self, name: str, lib: bytes):
+  """One kernel: a function of a loaded library (its own, or one it shares with the rest of a batch)."""
+  def __init__(self, name: str, lib: bytes | _Library):
     load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
-    self.fxn = _Library(lib).function(name)
+    self.fxn = (lib if isinstance(lib, _Library) else _Library(lib)).function(name)
 
   def __call__(self, *pointers: int) -> None:
     if self.fxn.argtypes is None: self.fxn.argtypes = [ctypes.c_void_p] * len(pointers)
@@ -254,5 +321,48 @@ class NativeCRenderer(CStyleRenderer):
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
 
 
+# A batch is split into at most this many compiler processes, run in parallel, and a process gets at
+# least MIN_KERNELS_PER_PROCESS kernels: starting one costs ~40 ms, compiling a small kernel ~10 ms.
+MIN_KERNELS_PER_PROCESS = 4
+
+
+def compile_jobs() -> int:
+  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use."""
+  if (value := os.environ.get("TGFN_COMPILE_JOBS", "")).strip():
+    if not value.strip().isdigit() or int(value) < 1:
+      raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
+    return int(value)
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def split_batch(sizes: list[int], jobs: int) -> list[list[int]]:
+  """Kernel indices per compiler process: the largest sources first, each to the least loaded process.
+  Deterministic, so the same batch on the same machine makes the same units (and hits the disk cache)."""
+  n = max(1, min(jobs, len(sizes) // MIN_KERNELS_PER_PROCESS))
+  groups: list[list[int]] = [[] for _ in range(n)]
+  load = [0] * n
+  for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+    g = load.index(min(load))
+    groups[g].append(i)
+    load[g] += sizes[i]
+  return [sorted(g) for g in groups if g]
+
+
+def build_many(kernels: list[tuple[str, str]]) -> list[CPUProgram]:
+  """Compile several kernels (distinct function names) as one C translation unit per compiler process,
+  and load each resulting library once: its kernels' programs share it, so it stays loaded while any
+  of them is referenced."""
+  groups = split_batch([len(src) for _, src in kernels], compile_jobs())
+  with ThreadPoolExecutor(max_workers=1) as background:
+    pool = background.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
+    binaries = _compiler.compile_many_cached(["".join(kernels[i][1] for i in g) for g in groups])
+    pool.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
+  programs: list[Optional[CPUProgram]] = [None] * len(kernels)
+  for group, binary in zip(groups, binaries):
+    library = _Library(binary)
+    for i in group: programs[i] = CPUProgram(kernels[i][0], library)
+  return programs  # type: ignore[return-value]
+
+
 _compiler = CCompiler()
-DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram)
+DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many)

@@ -23,6 +23,10 @@ from tgfn.uop.symbolic import split_sum, symbolic
 # a kernel doing less work than this (loop iterations x loads) runs on the calling thread: below about
 # 250 us of work, waking the worker pool costs as much as it saves (tgfn_drivers/_cpu_threads.py)
 THREAD_MIN_WORK = 2_000_000
+# a register tile or an unrolled reduction saves at most microseconds on a kernel doing less work than
+# this, and multiplies the C the compiler must digest: the MLP step's five such kernels (softmax rows of
+# 10 classes, the loss) took 0.3 s of its 1 s of gcc time with them; the step's run time did not change
+TILE_MIN_WORK = 65_536
 
 
 def stride(idx: UOp, rng: UOp) -> Optional[int]:
@@ -84,7 +88,8 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     sizes[vector_axis] //= width
 
   tile = 1
-  if red_axes:
+  work = math.prod(a.size for a in axes) * max(1, len(loads))
+  if red_axes and work >= TILE_MIN_WORK:
     # a register tile: upcast output axes along which some load does not move (its value is reused)
     budget = max(1, registers - 4)
     for axis in reversed(out_axes):
@@ -112,7 +117,6 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     opts = [Opt(OptOps.SWAP, first, vector_axis)] + [_renumbered(o, first, vector_axis) for o in opts]
     sizes[first], sizes[vector_axis] = sizes[vector_axis], sizes[first]
 
-  work = math.prod(a.size for a in axes) * max(1, len(loads))
   threadable = [i for i in out_axes if sizes[i] >= 2]  # the outermost loop that can be split
   if work >= THREAD_MIN_WORK and threadable: opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
-from tgfn.engine.realize import CompiledKernel, Counters, compile_kernel
+from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp
@@ -66,9 +66,11 @@ class CompiledGraph:
     for item in create_schedule(computed):
       out_slots = tuple(slot(o) for o in item.outputs)
       if item.kernel is None: self.steps.append(Step(None, None, (*out_slots, slot(item.inputs[0]))))
-      else:
-        kernel = compile_kernel(item.kernel, self.slots[out_slots[0]].device)
-        self.steps.append(Step(kernel, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
+      else: self.steps.append(Step(None, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
+    # all kernels compile together: one batch per device (tgfn/engine/realize.py)
+    kernel_steps = [s for s in self.steps if s.lowered is not None]
+    for step, kernel in zip(kernel_steps, compile_kernels([(s.lowered, self.slots[s.slots[0]].device) for s in kernel_steps])):
+      step.kernel = kernel
     self.output_slots = [slot(o) for o in outputs]
     self._plan_intermediates()
     self.donation = self._plan_donation(set(donated))

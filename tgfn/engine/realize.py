@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from tgfn.codegen.decompositions import force_decomposition
@@ -17,6 +17,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
 from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
+from tgfn.engine import batch_cache
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -25,14 +26,33 @@ from tgfn.uop.spec import spec_enabled, verify_kernel, verify_linear, verify_ten
 
 
 @dataclass
+class PreparedKernel:
+  """A kernel through codegen, not yet compiled: its linear program, source and opts."""
+  name: str
+  source: str
+  linear: list[UOp]
+  flops: int
+  opts: list[Opt]          # the optimizations applied (tgfn/codegen/opts.py)
+
+
+@dataclass
 class CompiledKernel:
   name: str
   device: str
   program: Callable[..., None]
   source: str
-  linear: list[UOp]
   flops: int
   opts: list[Opt]          # the optimizations applied (tgfn/codegen/opts.py)
+  lowered: Optional[LoweredKernel] = field(default=None, repr=False)
+  _linear: Optional[list[UOp]] = field(default=None, repr=False)
+
+  @property
+  def linear(self) -> list[UOp]:
+    """The linear program (a kernel whose source came from the disk cache makes it again on demand)."""
+    if self._linear is None:
+      assert self.lowered is not None, "a compiled kernel keeps its lowered form or its linear program"
+      self._linear = prepare_kernel(self.lowered, self.device, self.opts).linear
+    return self._linear
 
 
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
@@ -78,15 +98,29 @@ def count_flops(linear: list[UOp]) -> int:
   return flops
 
 
-def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> CompiledKernel:
-  """Compile `kernel` for `device` with `opts` (default: the device's heuristic, or with BEAM=n the
-  searched list, tgfn/codegen/search.py), once per process."""
+def _cache_key(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]) -> tuple:
   # TRANSCENDENTAL=2, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
-  key = (device, kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
+  return (device, kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
+
+
+def _remember(key: tuple, compiled: CompiledKernel) -> CompiledKernel:
+  """Keep `compiled` in the bounded in-memory cache; if another thread got there first, use theirs."""
   with _compiled_lock:
-    if (hit := _compiled.get(key)) is not None:
-      _compiled.move_to_end(key)
-      return hit
+    compiled = _compiled.setdefault(key, compiled)
+    _compiled.move_to_end(key)
+    while len(_compiled) > kernel_cache_size(): _compiled.popitem(last=False)
+  return compiled
+
+
+def _cached(key: tuple) -> Optional[CompiledKernel]:
+  with _compiled_lock:
+    if (hit := _compiled.get(key)) is not None: _compiled.move_to_end(key)
+    return hit
+
+
+def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> PreparedKernel:
+  """Codegen for `kernel` on `device`: passes, `opts` (default: the device's heuristic or the BEAM
+  search's list), linear, source."""
   dev = Device[device]
   if spec_enabled(): verify_kernel(kernel.ast)
   ast = scalar_passes(kernel.ast, dev.renderer)
@@ -100,14 +134,63 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   if DEBUG() >= 4: print(src)
   if DEBUG() >= 5:
     for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
-  program = dev.runtime(kernel.name, dev.compiler.compile_cached(src))
+  return PreparedKernel(kernel.name, src, linear, count_flops(linear), list(opts))
+
+
+def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> CompiledKernel:
+  """Compile `kernel` for `device` with `opts` (default: the device's heuristic, or with BEAM=n the
+  searched list, tgfn/codegen/search.py), once per process."""
+  key = _cache_key(kernel, device, opts)
+  if (hit := _cached(key)) is not None: return hit
+  prepared = prepare_kernel(kernel, device, opts)
+  dev = Device[device]
+  program = dev.runtime(kernel.name, dev.compiler.compile_cached(prepared.source))
   Counters.kernels_compiled += 1
-  compiled = CompiledKernel(kernel.name, device, program, src, linear, count_flops(linear), list(opts))
-  with _compiled_lock:
-    compiled = _compiled.setdefault(key, compiled)  # another thread may have compiled it meanwhile
-    _compiled.move_to_end(key)
-    while len(_compiled) > kernel_cache_size(): _compiled.popitem(last=False)
-  return compiled
+  return _remember(key, CompiledKernel(kernel.name, device, program, prepared.source, prepared.flops, prepared.opts,
+                                       kernel, prepared.linear))
+
+
+def compile_kernels(kernels: list[tuple[LoweredKernel, str]]) -> list[CompiledKernel]:
+  """Compile (kernel, device) pairs with default opts, as one batch per device where the driver builds
+  several kernels at once (one compiler run, one library); kernels already in memory are reused."""
+  keys = [_cache_key(kernel, device, None) for kernel, device in kernels]
+  missing: dict[tuple, tuple[LoweredKernel, str]] = {}
+  for key, item in zip(keys, kernels):
+    if key not in missing and _cached(key) is None: missing[key] = item
+  by_device: dict[str, list[tuple]] = {}
+  for key, (_, device) in missing.items(): by_device.setdefault(device, []).append(key)
+  done: dict[tuple, CompiledKernel] = {}
+  for device, group in by_device.items():
+    # a BEAM search compiles and times candidates of its own, kernel by kernel
+    if Device[device].build_many is None or len(group) == 1 or beam_width():
+      for key in group: done[key] = compile_kernel(*missing[key])
+    else:
+      done.update(zip(group, _build_batch([missing[key][0] for key in group], device, group)))
+  return [done.get(key) or compile_kernel(*item) for key, item in zip(keys, kernels)]
+
+
+def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -> list[CompiledKernel]:
+  """Codegen each kernel (or take its source from the disk cache) and compile them together."""
+  dev = Device[device]
+  disk_key = None if os.environ.get("TGFN_CAPTURE") else \
+    batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
+  records = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
+  linears: list[Optional[list[UOp]]] = [None] * len(kernels)
+  if records is None:
+    records, used = [], set()
+    for i, kernel in enumerate(kernels):
+      prepared = prepare_kernel(kernel, device)
+      linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
+      if symbol in used:  # two kernels of one name: one library needs distinct function names
+        symbol = next(f"{kernel.name}_{n}" for n in range(1, len(kernels) + 1) if f"{kernel.name}_{n}" not in used)
+        source = dev.renderer.render(symbol, prepared.linear, [b.dtype for b in kernel.buffers])
+      used.add(symbol)
+      records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))
+    if disk_key is not None: batch_cache.store(disk_key, records)
+  programs = dev.build_many([(r.symbol, r.source) for r in records])
+  Counters.kernels_compiled += len(kernels)
+  return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear))
+          for key, k, program, r, linear in zip(keys, kernels, programs, records, linears)]
 
 
 def with_realized(node: UOp) -> UOp:

@@ -11,7 +11,11 @@ from tgfn.renderer import Renderer
 from tgfn.codegen.policy import strict_float
 from tgfn.uop.ops import AxisType, Ops, UOp
 
-PRELUDE = """#include <math.h>
+# guarded, so the sources of several kernels concatenate into one translation unit (batched compiles);
+# the vector typedefs each kernel repeats are identical, which C11 allows
+PRELUDE = """#ifndef TG_PRELUDE
+#define TG_PRELUDE
+#include <math.h>
 #include <string.h>
 static inline float tg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned short tg_f2bf(float f) {
@@ -20,6 +24,7 @@ static inline unsigned short tg_f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
+#endif
 """
 
 # the CPU driver's worker pool (tgfn_drivers/_cpu_threads.py), loaded before any kernel
