@@ -68,6 +68,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     raise OptError(f"{opt}: vectors hold {', '.join(d.name for d in VECTOR_DTYPES)} only")
   if opt.op is OptOps.VECTOR and any(u.kind is AxisType.VECTOR for u in toposort([ast]) if u.op is Ops.RANGE):
     raise OptError(f"{opt}: the kernel already has a vector axis")
+  if opt.op is OptOps.VECTOR and opt.amount & (opt.amount - 1):
+    raise OptError(f"{opt}: a vector holds a power of two of lanes")
   if opt.op is OptOps.UPCAST and reduce: raise OptError(f"{opt}: UPCAST needs an output axis (UNROLL a reduction)")
   if opt.op is OptOps.UNROLL and not reduce: raise OptError(f"{opt}: UNROLL needs a reduction axis")
   if opt.amount < 2 or rng.size == 0 or rng.size % opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
