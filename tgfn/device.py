@@ -4,7 +4,7 @@ A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
-  runtime    Program class: Program(name, binary)(*buffer handles) runs the kernel
+  runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
 """
 from __future__ import annotations
@@ -110,6 +110,7 @@ class Compiler:
 
 
 def _same(handle: Any) -> Any: return handle
+def _value_as_is(value: Any, dtype: DType) -> Any: return value
 
 
 @dataclass
@@ -121,6 +122,8 @@ class Compiled:
   runtime: Callable[[str, bytes], Callable[..., None]]
   # how a Program receives a buffer: computed once per buffer, so launching a kernel converts nothing
   kernel_arg: Callable[[Any], Any] = _same
+  # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
+  scalar_arg: Callable[[Any, DType], Any] = _value_as_is
 
 
 DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums) and its memory now holds "

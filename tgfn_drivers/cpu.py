@@ -19,8 +19,10 @@ from typing import Any, Optional
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, warn_once
+from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
+from tgfn.uop.alu import float_to_bf16_bits
 from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
@@ -215,13 +217,28 @@ def _load(binary: bytes) -> ctypes.CDLL:
                      f"mount that allows executing code.")
 
 
+# the ctypes type of each scalar parameter, as the C renderer declares it (param_ctype: float16 as a double)
+_SCALAR_CTYPES = {dtypes.bool: ctypes.c_bool, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
+                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
+                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
+                  dtypes.float16: ctypes.c_double, dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
+
+
+def scalar_arg(value: Any, dtype: DType) -> Any:
+  """A scalar parameter as a ctypes value of the type the kernel declares (bfloat16: its bits, rounded here
+  exactly as a bfloat16 constant is when rendered)."""
+  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
+  return _SCALAR_CTYPES[dtype](value)
+
+
 class CPUProgram:
   def __init__(self, name: str, lib: bytes):
     load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
     self.fxn = _Library(lib).function(name)
 
-  def __call__(self, *pointers: int) -> None:
-    if self.fxn.argtypes is None: self.fxn.argtypes = [ctypes.c_void_p] * len(pointers)
+  def __call__(self, *pointers: Any) -> None:
+    """Buffer pointers (ints), then scalar parameters (ctypes values, from scalar_arg)."""
+    if self.fxn.argtypes is None: self.fxn.argtypes = [type(p) if isinstance(p, ctypes._SimpleCData) else ctypes.c_void_p for p in pointers]
     self.fxn(*pointers)
 
 
@@ -255,4 +272,4 @@ class NativeCRenderer(CStyleRenderer):
 
 
 _compiler = CCompiler()
-DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram)
+DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, scalar_arg=scalar_arg)

@@ -11,7 +11,6 @@ object, so equality is identity, common subexpressions are shared for free, and 
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 import math
@@ -32,6 +31,8 @@ class Ops(Enum):
   BUFFER = auto()       # arg: (unique id, device, shape); realized data lives in a device Buffer
   CONST = auto()        # arg: a Python scalar; shape () at the tensor level
   PLACEHOLDER = auto()  # arg: (unique id, shape, device); an input of a traced function
+  PARAM = auto()        # arg: a Python scalar of eager code, passed to kernels as an argument (DEFINE_VAR),
+                        # so a new value compiles no new kernel
   # ---- movement (tensor level); none of these makes a kernel
   RESHAPE = auto()      # arg: new shape
   PERMUTE = auto()      # arg: axis order
@@ -58,6 +59,8 @@ class Ops(Enum):
   WHERE = auto()
   # ---- kernel level
   DEFINE_GLOBAL = auto()  # arg: buffer slot number; dtype: element dtype
+  DEFINE_VAR = auto()     # arg: scalar parameter number; dtype: its dtype. A PARAM's value, passed to the
+                          # kernel after the buffers
   RANGE = auto()          # src: (size CONST,); arg: (unique id, AxisType)
   LOAD = auto()           # src: (DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, gate); a vector dtype with
                           # a scalar index loads that many consecutive elements
@@ -100,6 +103,17 @@ class GroupOp:
   Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
   Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
   Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
+
+
+class _computed_once:
+  """Like functools.cached_property, without its lock (Python 3.11 takes one per first access, a cost
+  every new node pays): the value is stored in the instance, which later lookups find first. Two
+  threads may both compute it; the values are equal (the functions are pure)."""
+  def __init__(self, fn: Callable[[Any], Any]): self.fn, self.name = fn, fn.__name__
+  def __get__(self, obj: Any, cls: Any = None) -> Any:
+    if obj is None: return self
+    value = obj.__dict__[self.name] = self.fn(obj)
+    return value
 
 
 class UOp:
@@ -165,6 +179,12 @@ class UOp:
     """Every node reachable from self, each after all of its sources."""
     return toposort([self])
 
+  @staticmethod
+  def param(dtype: DType, value: Any) -> UOp:
+    """A tensor-level PARAM: a Python scalar that kernels take as an argument. Its value is its arg (so a
+    repeated expression is still hash-consed), but lowering and the engine's plans key only on its dtype."""
+    return UOp(Ops.PARAM, dtype, (), normalize_const(value, dtype))
+
   # ---- construction helpers used at the kernel level (index arithmetic)
   @staticmethod
   def const(dtype: DType, value: Any) -> UOp:
@@ -209,18 +229,18 @@ class UOp:
   __hash__ = object.__hash__
 
   # ---- tensor-level shape and device
-  @functools.cached_property
+  @_computed_once
   def shape(self) -> tuple[int, ...]:
     return _shape(self)
 
-  @functools.cached_property
+  @_computed_once
   def device(self) -> Optional[str]:
     if self.op in (Ops.BUFFER, Ops.PLACEHOLDER): return self.arg[1 if self.op is Ops.BUFFER else 2]
     if self.op is Ops.COPY: return self.arg
     return next((d for s in self.src if (d := s.device) is not None), None)
 
   # ---- integer bounds, for index simplification (kernel level)
-  @functools.cached_property
+  @_computed_once
   def vmin_vmax(self) -> tuple[Any, Any]:
     return _bounds(self)
   @property
@@ -233,7 +253,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return arg[2]
   if op is Ops.PLACEHOLDER: return arg[1]
-  if op is Ops.CONST: return ()
+  if op in (Ops.CONST, Ops.PARAM): return ()
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)

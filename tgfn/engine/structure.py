@@ -1,0 +1,60 @@
+"""The structure of a graph to realize, with its data abstracted: the key under which the engine keeps
+a realization plan (tgfn/engine/realize.py), so repeating an eager computation on new arrays and new
+Python scalars schedules, lowers and compiles nothing.
+
+Two graphs have the same key when they differ only in which buffers they read (of the same dtype, device
+and shape) and in the values of their PARAMs (Python scalars, of the same dtype). Already-realized
+subgraphs (tgfn/engine/realize.py: realized_buffer) count as the buffers holding them. Everything else -- ops, dtypes, args, constants, and which
+leaves are shared (`x * x` is not `x * y`) -- is part of the key.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+from tgfn.uop.ops import Ops, UOp
+
+
+class Structure(NamedTuple):
+  key: tuple                 # hashable; equal for graphs that differ only in their data
+  leaves: list[UOp]          # the BUFFER nodes read, in walk order (realized subgraphs as their BUFFERs)
+  params: list[UOp]          # the PARAM nodes, in walk order
+  outs: list[int]            # per output: its position in the walk
+  out_leaves: list[Optional[UOp]]  # per output: the BUFFER holding it already, if any
+
+
+def structure(outs: Sequence[UOp]) -> Optional[Structure]:
+  """The structure of `outs`, or None when they depend on a transform's PLACEHOLDER (not computable as is)."""
+  position: dict[UOp, int] = {}
+  entries: list = []
+  leaves: list[UOp] = []
+  params: list[UOp] = []
+  out_leaves: list[Optional[UOp]] = []
+  stack: list[tuple[UOp, bool]] = [(o, False) for o in reversed(outs)]
+  while stack:
+    node, expanded = stack.pop()
+    if node in position: continue
+    op = node.op
+    if not expanded:
+      buffer = node if op is Ops.BUFFER else node.__dict__.get("realized_as")
+      if buffer is not None:  # a leaf: only its kind of data is structure
+        position[node] = len(entries)
+        entries.append((Ops.BUFFER, buffer.dtype, buffer.arg[1], buffer.arg[2]))
+        leaves.append(buffer)
+        continue
+      if op is Ops.PARAM:
+        position[node] = len(entries)
+        entries.append((Ops.PARAM, node.dtype))
+        params.append(node)
+        continue
+      if op is Ops.PLACEHOLDER: return None
+      stack.append((node, True))
+      stack.extend((s, False) for s in reversed(node.src) if s not in position)
+      continue
+    position[node] = len(entries)
+    # a CONST is keyed by the node itself: hash-consing tells -0.0 from 0.0, which == does not
+    entries.append(node if op is Ops.CONST else (op, node.dtype, node.arg, tuple(position[s] for s in node.src)))
+  for o in outs:
+    buffer = o if o.op is Ops.BUFFER else o.__dict__.get("realized_as")
+    out_leaves.append(buffer)
+  return Structure((tuple(entries), tuple(position[o] for o in outs)), leaves, params,
+                   [position[o] for o in outs], out_leaves)
