@@ -395,7 +395,12 @@ def _promote_array_scalar(a: Any, b: Any) -> Optional[list[Array]]:
   if (common := _scalar_result.get(key)) is None: common = _scalar_result[key] = result_type(arr.uop.dtype, scalar)
   if common is not arr.uop.dtype: arr = arr.astype(common)
   arr.uop.device  # noqa: B018  (computed now, node by node: on a chain thousands deep it would recurse later)
-  out = as_array(scalar, common)._broadcast_to(arr.uop.shape)
+  _check_scalar_fits(scalar, common)
+  out, shape = UOp.param(common, scalar), arr.uop.shape
+  if shape:  # broadcast, as _broadcast_to would: to rank len(shape), then to shape
+    out = UOp(Ops.RESHAPE, common, (out,), (1,) * len(shape))
+    if any(n != 1 for n in shape): out = UOp(Ops.EXPAND, common, (out,), shape)
+  out = Array(out)
   return [arr, out] if array_first else [out, arr]
 
 

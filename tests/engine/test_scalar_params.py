@@ -99,3 +99,13 @@ def test_a_threaded_kernel_takes_its_scalar_arguments(monkeypatch):
     np.testing.assert_array_equal(np.asarray(x * s + 3.0), x_np * np.float32(s) + np.float32(3.0))
   sources = [k.source for k in realize._compiled.values() if k.name == f"E_{n}"]
   assert any("tg_parallel_for" in src and "var1" in src for src in sources)
+
+
+def test_a_buffer_met_as_itself_and_as_a_realized_node_is_one_leaf():
+  x = tnp.array([1.0, 2.0])
+  a = x * 2.0
+  c = a + 0.0        # holds a's lazy node
+  a.realize()        # a is now its buffer; c still reaches it through the lazy node
+  np.testing.assert_array_equal(np.asarray(a * c), [4.0, 16.0])
+  p, q = tnp.array([1.0, 2.0]), tnp.array([3.0, 5.0])
+  np.testing.assert_array_equal(np.asarray(p * (q + 0.0)), [3.0, 10.0])  # two leaves: not a * c's plan

@@ -179,8 +179,24 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable)
 
 
+# On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
+# os.environ.get costs about a microsecond -- and eager code realizes on every observed operation
+_ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_PLAN_SWITCHES = ("DEV", "TRANSCENDENTAL", "STRICT_FLOAT")  # the default device, codegen's switches
+_PLAN_SWITCH_KEYS = tuple(name.encode() for name in _PLAN_SWITCHES)
+
+
+def _switches() -> tuple:
+  """The raw values of the environment switches a plan depends on (a plan is keyed on them)."""
+  if _ENVIRON is None: return tuple(os.environ.get(name) for name in _PLAN_SWITCHES)
+  return tuple(_ENVIRON.get(name) for name in _PLAN_SWITCH_KEYS)
+
+
+def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON else 0
+
+
 def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
-  key = (shape.key, Device.DEFAULT, force_decomposition(), strict_float())
+  key = (shape.key, _switches())
   if (plan := _plans.get(key)) is not None:
     try:
       _plans.move_to_end(key)
@@ -197,7 +213,7 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
 
 def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
-  start = time.perf_counter()
+  start, debug = time.perf_counter(), _debug()
   n_kernels = 0
   for step in plan.steps:
     out = buffers[step.slots[0]] = Buffer(step.device, step.size, step.dtype)
@@ -210,10 +226,10 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
     step.kernel.program(*[buffers[s].arg for s in step.slots], *[scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
     n_kernels += 1
     Counters.kernels_launched += 1
-    if DEBUG() >= 2:
+    if debug >= 2:
       dt, kernel = time.perf_counter() - t0, step.kernel
       print(f"  {kernel.name:30s} {step.device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
-  if DEBUG() >= 1 and plan.steps:
+  if debug >= 1 and plan.steps:
     print(f"realized {len(plan.outputs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
   return [buffers[s] for s in plan.outputs]
 

@@ -23,38 +23,39 @@ class Structure(NamedTuple):
 
 
 def structure(outs: Sequence[UOp]) -> Optional[Structure]:
-  """The structure of `outs`, or None when they depend on a transform's PLACEHOLDER (not computable as is)."""
+  """The structure of `outs`, or None when they depend on a transform's PLACEHOLDER (not computable as is).
+  Nodes are numbered in the order a depth-first walk first meets them: the same for equal structures."""
   position: dict[UOp, int] = {}
   entries: list = []
   leaves: list[UOp] = []
   params: list[UOp] = []
-  out_leaves: list[Optional[UOp]] = []
-  stack: list[tuple[UOp, bool]] = [(o, False) for o in reversed(outs)]
+  inner: list[UOp] = []
+  stack = list(reversed(outs))
   while stack:
-    node, expanded = stack.pop()
+    node = stack.pop()
     if node in position: continue
     op = node.op
-    if not expanded:
-      buffer = node if op is Ops.BUFFER else node.__dict__.get("realized_as")
-      if buffer is not None:  # a leaf: only its kind of data is structure
-        position[node] = len(entries)
-        entries.append((Ops.BUFFER, buffer.dtype, buffer.arg[1], buffer.arg[2]))
-        leaves.append(buffer)
+    buffer = node if op is Ops.BUFFER else node.__dict__.get("realized_as")
+    if buffer is not None:  # a leaf: only its kind of data is structure
+      if buffer in position:  # met before, as itself or as another node realized into it: one leaf
+        position[node] = position[buffer]
         continue
-      if op is Ops.PARAM:
-        position[node] = len(entries)
-        entries.append((Ops.PARAM, node.dtype))
-        params.append(node)
-        continue
-      if op is Ops.PLACEHOLDER: return None
-      stack.append((node, True))
-      stack.extend((s, False) for s in reversed(node.src) if s not in position)
+      position[node] = position[buffer] = len(entries)
+      entries.append((Ops.BUFFER, buffer.dtype, buffer.arg[1], buffer.arg[2]))
+      leaves.append(buffer)
       continue
     position[node] = len(entries)
-    # a CONST is keyed by the node itself: hash-consing tells -0.0 from 0.0, which == does not
-    entries.append(node if op is Ops.CONST else (op, node.dtype, node.arg, tuple(position[s] for s in node.src)))
-  for o in outs:
-    buffer = o if o.op is Ops.BUFFER else o.__dict__.get("realized_as")
-    out_leaves.append(buffer)
-  return Structure((tuple(entries), tuple(position[o] for o in outs)), leaves, params,
-                   [position[o] for o in outs], out_leaves)
+    if op is Ops.PARAM:
+      entries.append((Ops.PARAM, node.dtype))
+      params.append(node)
+    elif op is Ops.CONST: entries.append(node)  # keyed by the node: hash-consing tells -0.0 from 0.0, == does not
+    elif op is Ops.PLACEHOLDER: return None
+    else:
+      entries.append(None)  # filled below, once its sources have positions
+      inner.append(node)
+      stack.extend(reversed(node.src))
+  for node in inner:
+    entries[position[node]] = (node.op, node.dtype, node.arg, tuple([position[s] for s in node.src]))
+  outs_at = [position[o] for o in outs]
+  out_leaves = [o if o.op is Ops.BUFFER else o.__dict__.get("realized_as") for o in outs]
+  return Structure((tuple(entries), tuple(outs_at)), leaves, params, outs_at, out_leaves)

@@ -16,6 +16,7 @@ import itertools
 import math
 import threading
 import weakref
+from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses to drop an entry
 from enum import Enum, auto
 from typing import Any, Callable, Optional, Sequence
 
@@ -105,6 +106,13 @@ class GroupOp:
   Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
 
 
+# The hash-consing table: (op, dtype, src, arg, sign of a float arg) -> weak reference to the node. A plain
+# dict of weakrefs rather than a WeakValueDictionary: its lookups and insertions are C calls, and every
+# new node (each eager operation makes several) pays for them.
+_nodes: dict[tuple, weakref.ref] = {}
+
+
+
 class _computed_once:
   """Like functools.cached_property, without its lock (Python 3.11 takes one per first access, a cost
   every new node pays): the value is stored in the instance, which later lookups find first. Two
@@ -119,8 +127,6 @@ class _computed_once:
 class UOp:
   """An immutable, hash-consed IR node. Construct with `UOp(op, dtype, src, arg)`."""
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
-  _cache: "weakref.WeakValueDictionary[tuple, UOp]" = weakref.WeakValueDictionary()
-
   def __new__(cls, op: Ops, dtype: Optional[DType] = None,
               src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     # NaN != NaN, so each NaN object would key a node of its own: one NaN keeps graphs with NaN constants
@@ -129,19 +135,20 @@ class UOp:
     # -0.0 == 0.0 and they hash alike: key on the sign too, or x / -0.0 would reuse the CONST 0.0
     key = (op, dtype, src, arg, math.copysign(1.0, arg) if type(arg) is float else None)
     try:
-      if (hit := cls._cache.get(key)) is not None: return hit
+      if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
     except TypeError:
       raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from None
     # a miss: look again under the lock, or two threads could each build an equal node and identity
-    # would no longer be equality (WeakValueDictionary's get-then-set is not atomic)
+    # would no longer be equality (get-then-set is not atomic)
     with _cache_lock:
-      if (hit := cls._cache.get(key)) is not None: return hit
+      if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
       self = object.__new__(cls)
       object.__setattr__(self, "op", op)
       object.__setattr__(self, "dtype", dtype)
       object.__setattr__(self, "src", src)
       object.__setattr__(self, "arg", arg)
-      cls._cache[key] = self
+      # when the node dies, its entry goes -- unless a live node has taken the key since (C: atomic)
+      _nodes[key] = weakref.ref(self, lambda _, key=key: _remove_dead_weakref(_nodes, key))
     return self
 
   @classmethod
