@@ -135,6 +135,7 @@ def _bake_params(kernel: LoweredKernel) -> LoweredKernel:
 class _Step:
   kernel: Optional[CompiledKernel]  # None: a copy between devices
   device: str
+  driver: Any                       # Device[device], looked up once
   size: int
   dtype: Any
   slots: tuple[int, ...]            # buffer slots: output first, then what it reads
@@ -170,11 +171,11 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     reads = item.kernel.buffers[1:] if item.kernel is not None else item.inputs
     slots = (slot_of.setdefault(node, len(slot_of)),) + tuple(slot_of[b] for b in reads)
     if item.kernel is None:
-      steps.append(_Step(None, device, math.prod(node.shape), node.dtype, slots, ()))
+      steps.append(_Step(None, device, Device[device], math.prod(node.shape), node.dtype, slots, ()))
       continue
     lowered = item.kernel
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
-    steps.append(_Step(compile_kernel(lowered, device), device, math.prod(node.shape), node.dtype, slots,
+    steps.append(_Step(compile_kernel(lowered, device), device, Device[device], math.prod(node.shape), node.dtype, slots,
                        tuple(param_of[p] for p in lowered.params)))
   return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable)
 
@@ -216,14 +217,15 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
   start, debug = time.perf_counter(), _debug()
   n_kernels = 0
   for step in plan.steps:
-    out = buffers[step.slots[0]] = Buffer(step.device, step.size, step.dtype)
-    if step.kernel is None:
-      out.copyin(buffers[step.slots[1]].numpy())
+    if step.kernel is None or step.size == 0:
+      out = buffers[step.slots[0]] = Buffer(step.device, step.size, step.dtype)
+      if step.kernel is None: out.copyin(buffers[step.slots[1]].numpy())
       continue
-    if step.size == 0: continue
-    scalar_arg = Device[step.device].scalar_arg
-    t0 = time.perf_counter()
-    step.kernel.program(*[buffers[s].arg for s in step.slots], *[scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
+    driver = step.driver
+    buffers[step.slots[0]] = Buffer.allocated(step.device, step.size, step.dtype, driver.allocator, driver.kernel_arg)
+    t0 = time.perf_counter() if debug >= 2 else 0.0
+    step.kernel.program(*[buffers[s].arg for s in step.slots],
+                        *[driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
     n_kernels += 1
     Counters.kernels_launched += 1
     if debug >= 2:
