@@ -15,7 +15,7 @@ from tgfn.codegen.opts import Opt
 from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Device
-from tgfn.engine.structure import Structure, structure
+from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -58,10 +58,6 @@ _compiled_lock = threading.Lock()
 def kernel_cache_size() -> int:
   """How many compiled kernels stay in memory: TGFN_KERNEL_CACHE_SIZE, default 4096."""
   return max(1, int(os.environ.get("TGFN_KERNEL_CACHE_SIZE", "4096") or 4096))
-def realized_buffer(node: UOp) -> Optional[UOp]:
-  """The BUFFER node holding the value of lazy `node`, once realized (an attribute: it lives as long as
-  the node, and reading it is cheaper than a weak dictionary's lookup)."""
-  return node.__dict__.get("realized_as")
 
 
 _NOT_FLOPS = (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP)
@@ -110,7 +106,7 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
     while len(_compiled) > kernel_cache_size():
       _, evicted = _compiled.popitem(last=False)
       # plans hold their kernels: drop those that hold this one, or it would stay loaded
-      for key in [k for k, plan in _plans.items() if any(s.kernel is evicted for s in plan.steps)]: del _plans[key]
+      for plan_key in [k for k, plan in _plans.items() if any(s.kernel is evicted for s in plan.steps)]: del _plans[plan_key]
   return compiled
 
 
@@ -248,7 +244,7 @@ def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
     elif o.device is None:  # a constant-only graph: its device is the default of the moment, so not cached
       results.append(buffer_uop(buf, o.shape))
     else:
-      results.append(o.__dict__.setdefault("realized_as", buffer_uop(buf, o.shape)))
+      results.append(o.__dict__.setdefault(REALIZED, buffer_uop(buf, o.shape)))
   return results
 
 

@@ -4,8 +4,8 @@ Python scalars schedules, lowers and compiles nothing.
 
 Two graphs have the same key when they differ only in which buffers they read (of the same dtype, device
 and shape) and in the values of their PARAMs (Python scalars, of the same dtype). Already-realized
-subgraphs (tgfn/engine/realize.py: realized_buffer) count as the buffers holding them. Everything else -- ops, dtypes, args, constants, and which
-leaves are shared (`x * x` is not `x * y`) -- is part of the key.
+subgraphs (`realized_buffer`) count as the buffers holding them. Everything else -- ops, dtypes, args,
+constants, and which leaves are shared (`x * x` is not `x * y`) -- is part of the key.
 """
 from __future__ import annotations
 
@@ -14,11 +14,20 @@ from typing import NamedTuple, Optional, Sequence
 from tgfn.uop.ops import Ops, UOp
 
 
+# the attribute of a lazy node that holds the BUFFER node with its value, once realized: it lives as long
+# as the node, and reading it is cheaper than a weak dictionary's lookup
+REALIZED = "realized_as"
+
+
+def realized_buffer(node: UOp) -> Optional[UOp]:
+  """The BUFFER node holding the value of lazy `node`, once realized."""
+  return node.__dict__.get(REALIZED)
+
+
 class Structure(NamedTuple):
   key: tuple                 # hashable; equal for graphs that differ only in their data
   leaves: list[UOp]          # the BUFFER nodes read, in walk order (realized subgraphs as their BUFFERs)
   params: list[UOp]          # the PARAM nodes, in walk order
-  outs: list[int]            # per output: its position in the walk
   out_leaves: list[Optional[UOp]]  # per output: the BUFFER holding it already, if any
 
 
@@ -35,7 +44,7 @@ def structure(outs: Sequence[UOp]) -> Optional[Structure]:
     node = stack.pop()
     if node in position: continue
     op = node.op
-    buffer = node if op is Ops.BUFFER else node.__dict__.get("realized_as")
+    buffer = node if op is Ops.BUFFER else node.__dict__.get(REALIZED)
     if buffer is not None:  # a leaf: only its kind of data is structure
       if buffer in position:  # met before, as itself or as another node realized into it: one leaf
         position[node] = position[buffer]
@@ -56,6 +65,5 @@ def structure(outs: Sequence[UOp]) -> Optional[Structure]:
       stack.extend(reversed(node.src))
   for node in inner:
     entries[position[node]] = (node.op, node.dtype, node.arg, tuple([position[s] for s in node.src]))
-  outs_at = [position[o] for o in outs]
-  out_leaves = [o if o.op is Ops.BUFFER else o.__dict__.get("realized_as") for o in outs]
-  return Structure((tuple(entries), tuple(outs_at)), leaves, params, outs_at, out_leaves)
+  out_leaves = [o if o.op is Ops.BUFFER else o.__dict__.get(REALIZED) for o in outs]
+  return Structure((tuple(entries), tuple(position[o] for o in outs)), leaves, params, out_leaves)
