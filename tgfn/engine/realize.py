@@ -146,6 +146,7 @@ class _Plan:
   steps: tuple[_Step, ...]
   outputs: tuple[int, ...]
   cacheable: bool
+  compiled_in: OrderedDict            # the kernel cache its kernels came from (see _plan_for)
 
 
 # graph structure (tgfn/engine/structure.py) -> plan, least recently used first
@@ -173,7 +174,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
     steps.append(_Step(compile_kernel(lowered, device), device, Device[device], math.prod(node.shape), node.dtype, slots,
                        tuple(param_of[p] for p in lowered.params)))
-  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable)
+  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled)
 
 
 # On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
@@ -195,11 +196,14 @@ def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON 
 def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
   key = (shape.key, _switches())
   if (plan := _plans.get(key)) is not None:
-    try:
-      _plans.move_to_end(key)
-    except KeyError:  # evicted by another thread meanwhile: still valid for this call
-      pass
-    return plan
+    if plan.compiled_in is _compiled:
+      try:
+        _plans.move_to_end(key)
+      except KeyError:  # evicted by another thread meanwhile: still valid for this call
+        pass
+      return plan
+    # the kernel cache was replaced (tests do, to compile again under other settings): so are the plans
+    _plans.clear()
   plan = _make_plan(outs, shape)
   if plan.cacheable:
     with _compiled_lock:
