@@ -16,7 +16,7 @@ import numpy as np
 
 from tgfn.device import Buffer, Device
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
-from tgfn.engine.realize import buffer_uop, realize
+from tgfn.engine.realize import buffer_uop, realize, try_realize
 from tgfn.uop.alu import float_to_bf16_bits
 from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
 
@@ -116,11 +116,12 @@ class Array:
   def _value(self, what: str = "this operation") -> UOp:
     """The BUFFER node holding this array's value, computing it if needed."""
     if self.uop.op is Ops.BUFFER: return self.uop
-    from tgfn.transforms.trace import concretize
-    concrete = concretize(self.uop, what)
-    value = realize([concrete])[0]
-    if concrete is self.uop: self.uop = value
-    return value
+    if (values := try_realize([self.uop])) is None:  # traced: placeholders to bind, or an abstract value
+      from tgfn.transforms.trace import concretize
+      concrete = concretize(self.uop, what)
+      return realize([concrete])[0]
+    self.uop = values[0]
+    return self.uop
 
   def block_until_ready(self) -> Array: return self.realize()
 
@@ -391,12 +392,16 @@ def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
   if type(x) is TracedScalar: return Array(x.uop) if dtype is None else x.as_dtype(dtype)  # as the scalar would
   if isinstance(x, Array): return x if dtype is None else x.astype(dtype)
   if (scalar := _weak_scalar(x)) is not None:
-    return Array.const(scalar, dtype if dtype is not None else result_type(scalar))
+    dt = dtype if dtype is not None else result_type(scalar)
+    _check_scalar_fits(scalar, dt)
+    # a kernel argument, not a constant baked into the kernel: a loop over values compiles one kernel
+    return Array(UOp.param(dt, scalar))
   return Array.from_data(x, dtype)
 
 
 def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
   """Cast `xs` to their common dtype (JAX promotion, scalars weak) and broadcast them together."""
+  if len(xs) == 2 and dtype is None and (fast := _promote_array_scalar(*xs)) is not None: return fast
   xs = tuple(s if (s := _weak_scalar(x)) is not None else x for x in xs)
   common = dtype or result_type(*[_promotion_type(x) for x in xs])
   arrays = [as_array(x, common) for x in xs]
@@ -405,6 +410,29 @@ def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
     raise ValueError(f"arrays are on different devices {sorted(devices)}; move them with tgfn.device_put(x, device)")
   shape = broadcast_shapes(*[a.shape for a in arrays])
   return [a._broadcast_to(shape) for a in arrays]
+
+
+_PY_SCALARS = (bool, int, float)
+_scalar_result: dict[tuple[DType, type], DType] = {}  # (array dtype, Python scalar type) -> result dtype
+
+
+def _promote_array_scalar(a: Any, b: Any) -> Optional[list[Array]]:
+  """`promote` for the common eager case, an Array and a Python scalar (either order), without the
+  general machinery; None for anything else."""
+  if type(a) is Array and type(b) in _PY_SCALARS: arr, scalar, array_first = a, b, True
+  elif type(b) is Array and type(a) in _PY_SCALARS: arr, scalar, array_first = b, a, False
+  else: return None
+  key = (arr.uop.dtype, type(scalar))
+  if (common := _scalar_result.get(key)) is None: common = _scalar_result[key] = result_type(arr.uop.dtype, scalar)
+  if common is not arr.uop.dtype: arr = arr.astype(common)
+  arr.uop.device  # noqa: B018  (computed now, node by node: on a chain thousands deep it would recurse later)
+  _check_scalar_fits(scalar, common)
+  out, shape = UOp.param(common, scalar), arr.uop.shape
+  if shape:  # broadcast, as _broadcast_to would: to rank len(shape), then to shape
+    out = UOp(Ops.RESHAPE, common, (out,), (1,) * len(shape))
+    if any(n != 1 for n in shape): out = UOp(Ops.EXPAND, common, (out,), shape)
+  out = Array(out)
+  return [arr, out] if array_first else [out, arr]
 
 
 def _array_dtype(x: Any) -> DType:

@@ -4,7 +4,7 @@ A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
-  runtime    Program class: Program(name, binary)(*buffer handles) runs the kernel
+  runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
   build_many optional: [(name, source), ...] -> one program per kernel, compiled together (a batch: the
              kernels of a jitted function); None where kernels compile one at a time
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
@@ -137,6 +137,7 @@ class Compiler:
 
 
 def _same(handle: Any) -> Any: return handle
+def _value_as_is(value: Any, dtype: DType) -> Any: return value
 
 
 @dataclass
@@ -149,6 +150,8 @@ class Compiled:
   build_many: Optional[Callable[[list[tuple[str, str]]], list[Callable[..., None]]]] = None
   # how a Program receives a buffer: computed once per buffer, so launching a kernel converts nothing
   kernel_arg: Callable[[Any], Any] = _same
+  # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
+  scalar_arg: Callable[[Any, DType], Any] = _value_as_is
 
 
 DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums) and its memory now holds "

@@ -20,8 +20,10 @@ from typing import Any, Optional
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, cache_write, warn_once
+from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
+from tgfn.uop.alu import float_to_bf16_bits
 from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
@@ -202,6 +204,8 @@ class MallocAllocator(Allocator):
     # Threads share the pool. The locked sections create no Python container, so no garbage collection
     # (and no Buffer.__del__ calling free) can start inside one; the lock need not be reentrant.
     self._lock = threading.Lock()
+    # held here: at interpreter exit module globals become None before the last buffers are freed
+    self._c_free = _libc.free
 
   def alloc(self, nbytes: int) -> int:
     size = max(64, (nbytes + 63) // 64 * 64)
@@ -230,7 +234,7 @@ class MallocAllocator(Allocator):
         return
       self._lock.release()
     del self._size[handle]
-    _libc.free(handle)
+    self._c_free(handle)
   def copyin(self, handle: int, data: memoryview) -> None:
     if data.nbytes: ctypes.memmove(handle, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
   def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)
@@ -281,14 +285,29 @@ def _load(binary: bytes) -> ctypes.CDLL:
                      f"mount that allows executing code.")
 
 
+# the ctypes type of each scalar parameter, as the C renderer declares it (param_ctype: float16 as a double)
+_SCALAR_CTYPES = {dtypes.bool: ctypes.c_bool, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
+                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
+                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
+                  dtypes.float16: ctypes.c_double, dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
+
+
+def scalar_arg(value: Any, dtype: DType) -> Any:
+  """A scalar parameter as a ctypes value of the type the kernel declares (bfloat16: its bits, rounded here
+  exactly as a bfloat16 constant is when rendered)."""
+  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
+  return _SCALAR_CTYPES[dtype](value)
+
+
 class CPUProgram:
   """One kernel: a function of a loaded library (its own, or one it shares with the rest of a batch)."""
   def __init__(self, name: str, lib: bytes | _Library):
     load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
     self.fxn = (lib if isinstance(lib, _Library) else _Library(lib)).function(name)
 
-  def __call__(self, *pointers: int) -> None:
-    if self.fxn.argtypes is None: self.fxn.argtypes = [ctypes.c_void_p] * len(pointers)
+  def __call__(self, *pointers: Any) -> None:
+    """Buffer pointers (ints), then scalar parameters (ctypes values, from scalar_arg)."""
+    if self.fxn.argtypes is None: self.fxn.argtypes = [type(p) if isinstance(p, ctypes._SimpleCData) else ctypes.c_void_p for p in pointers]
     self.fxn(*pointers)
 
 
@@ -365,4 +384,5 @@ def build_many(kernels: list[tuple[str, str]]) -> list[CPUProgram]:
 
 
 _compiler = CCompiler()
-DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many)
+DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many,
+                  scalar_arg=scalar_arg)

@@ -3,7 +3,7 @@ exact semantics of tgfn/uop/alu.py. Slow by design; every other driver is checke
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -23,9 +23,9 @@ def _encode_arg(arg: Any) -> Any:
 
 class PythonRenderer(Renderer):
   """The 'source' is a readable listing: one (op, dtype, source positions, arg) tuple per line."""
-  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
     pos = {u: i for i, u in enumerate(program)}
-    lines = [repr((name, [d.name for d in buffer_dtypes]))]
+    lines = [repr((name, [d.name for d in buffer_dtypes], [d.name for d in param_dtypes]))]
     for u in program:
       lines.append(repr((u.op.name, u.dtype.name if u.dtype else None, tuple(pos[s] for s in u.src if s in pos),
                          _encode_arg(u.arg))))
@@ -48,8 +48,9 @@ def _decode(line: str) -> tuple:
 class PythonProgram:
   def __init__(self, name: str, lib: bytes):
     lines = lib.decode().splitlines()
-    _, buffer_dtypes = ast.literal_eval(lines[0])
+    _, buffer_dtypes, param_dtypes = ast.literal_eval(lines[0])
     self.buffer_dtypes = [dtype_from_name(d) for d in buffer_dtypes]
+    self.n_args = len(buffer_dtypes) + len(param_dtypes)
     self.instrs = [_decode(line) for line in lines[1:]]
     self.loop_end: dict[int, int] = {}
     open_loops: list[int] = []
@@ -57,7 +58,10 @@ class PythonProgram:
       if op is Ops.RANGE: open_loops.append(i)
       elif op is Ops.ENDRANGE: self.loop_end[open_loops.pop()] = i
 
-  def __call__(self, *buffers: np.ndarray) -> None:
+  def __call__(self, *args: Any) -> None:
+    """`args`: the buffers (NumPy arrays), then the scalar parameters (Python values)."""
+    if len(args) != self.n_args: raise TypeError(f"kernel takes {self.n_args} arguments, got {len(args)}")
+    buffers, params = args[:len(self.buffer_dtypes)], args[len(self.buffer_dtypes):]
     views = [b.view(np.uint16 if d is dtypes.bfloat16 else d.np) for b, d in zip(buffers, self.buffer_dtypes)]
     instrs, vals = self.instrs, [None] * len(self.instrs)
     dts = [ins[1] for ins in instrs]
@@ -67,6 +71,8 @@ class PythonProgram:
         op, dtype, srcs, arg = instrs[pc]
         if op is Ops.CONST: vals[pc] = exec_alu(Ops.CAST, dtype, (arg,), (dtype,)) if dtype.is_float else arg
         elif op is Ops.DEFINE_GLOBAL: vals[pc] = arg
+        # a scalar parameter takes its dtype exactly as a constant of that value would
+        elif op is Ops.DEFINE_VAR: vals[pc] = exec_alu(Ops.CAST, dtype, (params[arg],), (dtype,)) if dtype.is_float else params[arg]
         elif op is Ops.RANGE:
           if vals[srcs[0]] <= 0:
             pc = self.loop_end[pc] + 1

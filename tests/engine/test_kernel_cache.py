@@ -24,7 +24,8 @@ def _mapped_kernel_objects() -> int:
 def _run_new_kernels(count: int, salt: float) -> None:
   for i in range(count):
     value = np.float32(salt + i / 64)
-    np.testing.assert_array_equal(np.asarray(tnp.arange(4, dtype=tnp.float32) * value),
+    # full() bakes its value into the kernel (a Python scalar operand would be a kernel argument)
+    np.testing.assert_array_equal(np.asarray(tnp.arange(4, dtype=tnp.float32) * tnp.full(4, value, tnp.float32)),
                                   np.arange(4, dtype=np.float32) * value)
 
 

@@ -8,7 +8,7 @@ from tgfn.transforms.vmap import BATCH_RULES, NO_BATCH_RULE_NEEDED
 from tgfn.uop.ops import GroupOp, Ops
 
 # kernel- and linear-level ops never reach a transform: transforms run on tensor-level graphs only
-KERNEL_LEVEL = {Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.SINK, Ops.ENDRANGE,
+KERNEL_LEVEL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.SINK, Ops.ENDRANGE,
                 Ops.DEFINE_ACC, Ops.ASSIGN, Ops.VECTORIZE, Ops.GEP}
 # CUSTOM nodes carry their own rules (tgfn/transforms/custom.py); every transform dispatches on them
 HANDLED_SPECIALLY = {Ops.CUSTOM}
@@ -36,7 +36,7 @@ def test_reasons_are_written_down():
 
 
 def test_non_differentiable_ops_are_only_integer_boolean_or_leaves():
-  allowed = {Ops.TRUNC, Ops.BITCAST, Ops.BUFFER, Ops.CONST, Ops.PLACEHOLDER} | (GroupOp.ALU - {
+  allowed = {Ops.TRUNC, Ops.BITCAST, Ops.BUFFER, Ops.CONST, Ops.PARAM, Ops.PLACEHOLDER} | (GroupOp.ALU - {
     Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.MAX,
     Ops.WHERE, Ops.CAST})
   assert set(NO_VJP_NEEDED) <= allowed

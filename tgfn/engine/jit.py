@@ -16,7 +16,7 @@ from tgfn.device import Buffer, Device
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
-from tgfn.uop.ops import Ops, UOp
+from tgfn.uop.ops import Ops, UOp, substitute, toposort
 
 
 @dataclass
@@ -47,8 +47,16 @@ class SlotInfo:
   def key(self) -> tuple: return (self.device, self.dtype, self.size)
 
 
+def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
+  """`outputs` with each PARAM (a Python scalar of the traced function's body) made a CONST again: a jitted
+  function is compiled once, so its constants may as well be folded into its kernels (x * 0, x ** 3)."""
+  params = {u: UOp.const(u.dtype, u.arg) for u in toposort(list(outputs)) if u.op is Ops.PARAM}
+  return [substitute(o, params) for o in outputs] if params else list(outputs)
+
+
 class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = ()):
+    outputs = bake_params(outputs)
     self.n_inputs = len(inputs)
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
     self.slots = [SlotInfo.of(p) for p in inputs]

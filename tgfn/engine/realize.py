@@ -6,10 +6,9 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from tgfn.codegen.decompositions import force_decomposition
 from tgfn.codegen.opts import Opt
@@ -18,6 +17,7 @@ from tgfn.codegen.policy import strict_float
 from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
 from tgfn.engine import batch_cache
+from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -55,6 +55,14 @@ class CompiledKernel:
     return self._linear
 
 
+class Counters:
+  """Running totals, for tests and benchmarks: kernels launched, kernels compiled, and schedules made
+  (realizations whose graph structure had no plan yet)."""
+  kernels_launched = 0
+  kernels_compiled = 0
+  schedules = 0
+
+
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key)."""
   u = UOp.unique(Ops.BUFFER, buffer.dtype, (unique_id(), buffer.device, tuple(shape)))
@@ -62,15 +70,9 @@ def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   return u
 
 
-class Counters:
-  """Running totals, for tests and benchmarks: kernels launched and kernels compiled."""
-  kernels_launched = 0
-  kernels_compiled = 0
-
-
 # (device, kernel AST, codegen switches, BEAM width, opts) -> compiled kernel, least recently used first.
 # Bounded: an evicted kernel's program (and on the CPU its shared object) is freed once no jitted function
-# holds it.
+# or eager plan holds it.
 _compiled: OrderedDict[tuple, CompiledKernel] = OrderedDict()
 _compiled_lock = threading.Lock()
 
@@ -78,11 +80,9 @@ _compiled_lock = threading.Lock()
 def kernel_cache_size() -> int:
   """How many compiled kernels stay in memory: TGFN_KERNEL_CACHE_SIZE, default 4096."""
   return max(1, int(os.environ.get("TGFN_KERNEL_CACHE_SIZE", "4096") or 4096))
-# lazy node -> BUFFER node holding its value, once realized
-_realized: "weakref.WeakKeyDictionary[UOp, UOp]" = weakref.WeakKeyDictionary()
 
 
-_NOT_FLOPS = (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP)
+_NOT_FLOPS = (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP)
 
 
 def count_flops(linear: list[UOp]) -> int:
@@ -108,7 +108,10 @@ def _remember(key: tuple, compiled: CompiledKernel) -> CompiledKernel:
   with _compiled_lock:
     compiled = _compiled.setdefault(key, compiled)
     _compiled.move_to_end(key)
-    while len(_compiled) > kernel_cache_size(): _compiled.popitem(last=False)
+    while len(_compiled) > kernel_cache_size():
+      _, evicted = _compiled.popitem(last=False)
+      # plans hold their kernels: drop those that hold this one, or it would stay loaded
+      for plan_key in [k for k, plan in _plans.items() if any(s.kernel is evicted for s in plan.steps)]: del _plans[plan_key]
   return compiled
 
 
@@ -127,7 +130,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
-  src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers])
+  src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers], [p.dtype for p in kernel.params])
   if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
   if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
@@ -183,7 +186,8 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
       linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
       if symbol in used:  # two kernels of one name: one library needs distinct function names
         symbol = next(f"{kernel.name}_{n}" for n in range(1, len(kernels) + 1) if f"{kernel.name}_{n}" not in used)
-        source = dev.renderer.render(symbol, prepared.linear, [b.dtype for b in kernel.buffers])
+        source = dev.renderer.render(symbol, prepared.linear, [b.dtype for b in kernel.buffers],
+                                    [p.dtype for p in kernel.params])
       used.add(symbol)
       records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))
     if disk_key is not None: batch_cache.store(disk_key, records)
@@ -195,41 +199,151 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
 
 def with_realized(node: UOp) -> UOp:
   """`node` with every already-computed subgraph replaced by the buffer that holds it."""
-  mapping = {n: _realized[n] for n in toposort([node]) if n in _realized}
+  mapping = {n: b for n in toposort([node]) if (b := realized_buffer(n)) is not None}
   return substitute(node, mapping) if mapping else node
 
 
-def realize(outs: list[UOp]) -> list[UOp]:
-  """Compute `outs` (tensor-level nodes); return BUFFER nodes with their values, in the same order."""
-  outs = [with_realized(o) for o in outs]
+# A kernel takes at most this many scalar parameters; past it, all of its PARAMs are baked in as constants
+# (ctypes passes at most 1024 arguments, and a graph with that many Python scalars is a long unrolled
+# chain built once, not a loop over values). Such a plan is not kept: its kernels hold values.
+MAX_KERNEL_PARAMS = 64
+
+
+def _bake_params(kernel: LoweredKernel) -> LoweredKernel:
+  consts = {UOp(Ops.DEFINE_VAR, p.dtype, (), i): UOp.const(p.dtype, p.arg) for i, p in enumerate(kernel.params)}
+  return LoweredKernel(kernel.name, substitute(kernel.ast, consts), kernel.buffers, [], kernel.n_outputs)
+
+
+@dataclass(frozen=True)
+class _Step:
+  kernel: Optional[CompiledKernel]  # None: a copy between devices
+  device: str
+  driver: Any                       # Device[device], looked up once
+  outputs: tuple[tuple[int, Any], ...]  # (size, dtype) of each output
+  slots: tuple[int, ...]            # buffer slots: outputs first, then what it reads
+  params: tuple[int, ...]           # the kernel's scalar parameters, as positions in the graph's PARAMs
+
+
+@dataclass(frozen=True)
+class _Plan:
+  """How to realize every graph of one structure: slots 0..n_leaves-1 are the graph's leaf buffers, the
+  steps fill the rest, and `outputs` names the slot of each output."""
+  n_slots: int
+  steps: tuple[_Step, ...]
+  outputs: tuple[int, ...]
+  cacheable: bool
+  compiled_in: OrderedDict            # the kernel cache its kernels came from (see _plan_for)
+
+
+# graph structure (tgfn/engine/structure.py) -> plan, least recently used first
+_plans: OrderedDict[tuple, _Plan] = OrderedDict()
+
+
+def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
+  """Schedule, lower and compile `outs` once, recording the work in terms of slots and PARAM positions."""
+  Counters.schedules += 1
+  graphs = [with_realized(o) for o in outs]
   if spec_enabled():
-    for o in outs: verify_tensor_graph(o)
-  start = time.perf_counter()
-  items = create_schedule([o for o in outs if o.op is not Ops.BUFFER])
-  buffers: dict[UOp, Buffer] = {n: n.buffer for n in toposort(outs) if n.op is Ops.BUFFER}
-  n_kernels = 0
-  for item in items:
+    for g in graphs: verify_tensor_graph(g)
+  slot_of: dict[UOp, int] = {leaf: i for i, leaf in enumerate(shape.leaves)}
+  param_of = {p: i for i, p in enumerate(shape.params)}
+  steps, cacheable = [], True
+  for item in create_schedule([g for g in graphs if g.op is not Ops.BUFFER]):
     device = item.output.device or Device.DEFAULT
-    for node in item.outputs: buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
+    reads = item.kernel.inputs if item.kernel is not None else item.inputs
+    slots = tuple(slot_of.setdefault(o, len(slot_of)) for o in item.outputs) + tuple(slot_of[b] for b in reads)
+    outputs = tuple((math.prod(o.shape), o.dtype) for o in item.outputs)
     if item.kernel is None:
-      buffers[item.output].copyin(buffers[item.inputs[0]].numpy())
+      steps.append(_Step(None, device, Device[device], outputs, slots, ()))
       continue
-    kernel = compile_kernel(item.kernel, device)
-    if buffers[item.output].size == 0: continue
-    t0 = time.perf_counter()
-    kernel.program(*[buffers[b].arg for b in item.kernel.buffers])
+    lowered = item.kernel
+    if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
+    steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
+                       tuple(param_of[p] for p in lowered.params)))
+  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled)
+
+
+# On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
+# os.environ.get costs about a microsecond -- and eager code realizes on every observed operation
+_ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_PLAN_SWITCHES = ("DEV", "TRANSCENDENTAL", "STRICT_FLOAT")  # the default device, codegen's switches
+_PLAN_SWITCH_KEYS = tuple(name.encode() for name in _PLAN_SWITCHES)
+
+
+def _switches() -> tuple:
+  """The raw values of the environment switches a plan depends on (a plan is keyed on them)."""
+  if _ENVIRON is None: return tuple(os.environ.get(name) for name in _PLAN_SWITCHES)
+  return tuple(_ENVIRON.get(name) for name in _PLAN_SWITCH_KEYS)
+
+
+def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON else 0
+
+
+def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
+  key = (shape.key, _switches())
+  if (plan := _plans.get(key)) is not None:
+    if plan.compiled_in is _compiled:
+      try:
+        _plans.move_to_end(key)
+      except KeyError:  # evicted by another thread meanwhile: still valid for this call
+        pass
+      return plan
+    # the kernel cache was replaced (tests do, to compile again under other settings): so are the plans
+    _plans.clear()
+  plan = _make_plan(outs, shape)
+  if plan.cacheable:
+    with _compiled_lock:
+      _plans[key] = plan
+      while len(_plans) > kernel_cache_size(): _plans.popitem(last=False)
+  return plan
+
+
+def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
+  buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
+  start, debug = time.perf_counter(), _debug()
+  n_kernels = 0
+  for step in plan.steps:
+    if step.kernel is None or step.outputs[0][0] == 0:
+      for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
+      if step.kernel is None: buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
+      continue
+    driver = step.driver
+    for slot, (size, dtype) in zip(step.slots, step.outputs):
+      buffers[slot] = Buffer.allocated(step.device, size, dtype, driver.allocator, driver.kernel_arg)
+    t0 = time.perf_counter() if debug >= 2 else 0.0
+    step.kernel.program(*[buffers[s].arg for s in step.slots],
+                        *[driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
     n_kernels += 1
     Counters.kernels_launched += 1
-    if DEBUG() >= 2:
-      dt = time.perf_counter() - t0
-      print(f"  {kernel.name:30s} {device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
-  if DEBUG() >= 1 and items:
-    print(f"realized {len(outs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
+    if debug >= 2:
+      dt, kernel = time.perf_counter() - t0, step.kernel
+      print(f"  {kernel.name:30s} {step.device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
+  if debug >= 1 and plan.steps:
+    print(f"realized {len(plan.outputs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
+  return [buffers[s] for s in plan.outputs]
+
+
+def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
+  """`realize(outs)`, or None when they depend on a transform's placeholder (see tgfn/transforms/trace.py)."""
+  shape = structure(outs)
+  if shape is None: return None
+  plan = _plan_for(outs, shape)
+  values = _run(plan, shape.leaves, shape.params)
   results = []
-  for o in outs:
-    if o.op is Ops.BUFFER: results.append(o)
+  for o, done, buf in zip(outs, shape.out_leaves, values):
+    if done is not None: results.append(done)
     elif o.device is None:  # a constant-only graph: its device is the default of the moment, so not cached
-      results.append(buffer_uop(buffers[o], o.shape))
+      results.append(buffer_uop(buf, o.shape))
     else:
-      results.append(_realized.setdefault(o, buffer_uop(buffers[o], o.shape)))
+      results.append(o.__dict__.setdefault(REALIZED, buffer_uop(buf, o.shape)))
+  return results
+
+
+def realize(outs: list[UOp]) -> list[UOp]:
+  """Compute `outs` (tensor-level nodes); return BUFFER nodes with their values, in the same order.
+  A graph whose structure was realized before reuses that plan: no scheduling, lowering or compiling."""
+  results = try_realize(outs)
+  if results is None:  # what the spec check says about a graph that cannot be computed
+    for o in outs: verify_tensor_graph(with_realized(o))
+    raise ValueError("cannot realize a graph that depends on an unbound PLACEHOLDER")
   return results

@@ -1,6 +1,8 @@
 """Renderers turn a linearized kernel (a list of UOps) into source text for one kind of device."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from tgfn.dtype import DType
 from tgfn.uop.ops import UOp
 
@@ -13,5 +15,6 @@ class Renderer:
   vector_bytes: int = 16
   registers: int = 16
 
-  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
+    """Source for a kernel taking one pointer per buffer, then one value per scalar parameter (DEFINE_VAR)."""
     raise NotImplementedError

@@ -4,7 +4,7 @@ Constants, buffers and loop counters are spelled inline."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from tgfn.dtype import DType, dtypes
 from tgfn.renderer import Renderer
@@ -53,6 +53,12 @@ def c_const(value: object, dtype: DType) -> str:
   if dtype.is_unsigned: return f"{v}ull" if dtype.itemsize == 8 else f"{v}u"
   if v == dtype.min: return f"({v + 1}{'LL' if dtype.itemsize == 8 else ''}-1)"
   return f"{v}LL" if dtype.itemsize == 8 else str(v)
+
+
+def param_ctype(dtype: DType) -> str:
+  """How a scalar parameter of `dtype` is passed to a kernel: its own C type, except float16, which C
+  callers (ctypes) cannot pass: it comes as a double and is rounded once inside, as a constant would be."""
+  return "double" if dtype is dtypes.float16 else dtype.cname
 
 
 def c_float_to_int(x: str, dtype: DType) -> str:
@@ -126,7 +132,7 @@ class CStyleRenderer(Renderer):
   # vector dtype name -> a fused multiply-add of whole vectors, "{0}*{1}+{2}" (else a lane loop of fma)
   vector_fma: dict[str, str] = {}
 
-  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType]) -> str:
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
     names: dict[UOp, str] = {}
     lines: list[str] = []
     indent = 1
@@ -152,6 +158,9 @@ class CStyleRenderer(Renderer):
       op = u.op
       if op is Ops.CONST: continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"
+      elif op is Ops.DEFINE_VAR:
+        if u.dtype is dtypes.float16: declare(u, f"(_Float16)var{u.arg}")
+        else: names[u] = f"var{u.arg}"
       elif op is Ops.RANGE:
         names[u] = fresh("ridx")
         if u.kind is AxisType.THREAD:
@@ -174,8 +183,12 @@ class CStyleRenderer(Renderer):
         if value.dtype.count > 1: lines.append("  " * indent + f"*({value.dtype.cname}_u*)({ref(buf)} + {ref(idx)}) = {ref(value)};")
         else: lines.append("  " * indent + f"{ref(buf)}[{ref(idx)}] = {ref(value)};")
       else: declare(u, self.render_alu(u, ref), "alu")
+    # buffers (the ones stored to are writable), then scalar parameters (numbered 0, 1, ... in the AST,
+    # passed in that order)
     written = {u.src[0].arg for u in program if u.op is Ops.STORE}
     params = [f"{'' if i in written else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
+    params += [f"{param_ctype(dt)} var{i}" for i, dt in enumerate(param_dtypes)]
+    arg_names = [f"data{i}" for i in range(len(buffer_dtypes))] + [f"var{i}" for i in range(len(param_dtypes))]
     body = "\n".join(lines)
     typedefs = "".join(f"typedef {dt.scalar().cname if not dt.is_bool else 'unsigned char'} {dt.cname} "
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
@@ -186,13 +199,13 @@ class CStyleRenderer(Renderer):
     # the loop over the THREAD axis runs in chunks [lo, hi) on the worker pool: the kernel's arguments
     # travel in a struct, and the entry point hands the body to tg_parallel_for
     fields = "".join(f"  {p};\n" for p in params).replace(self.buffer_qualifier, "")
-    unpack = "".join(f"  {p} = ctx->data{i};\n" for i, p in enumerate(params))
+    unpack = "".join(f"  {p} = ctx->{a};\n" for p, a in zip(params, arg_names))
     n = thread_range.size
     return (f"{PRELUDE}{THREAD_PRELUDE}{typedefs}struct {name}_ctx {{\n{fields}}};\n"
             f"static void {name}_body(void *ctx_, long long lo, long long hi) {{\n"
             f"  const struct {name}_ctx *ctx = ctx_;\n{unpack}{body}\n}}\n"
             f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n"
-            f"  struct {name}_ctx ctx = {{{', '.join(f'data{i}' for i in range(len(params)))}}};\n"
+            f"  struct {name}_ctx ctx = {{{', '.join(arg_names)}}};\n"
             f"  tg_parallel_for({name}_body, &ctx, {n}, {max(1, n // 16)});\n}}\n")
 
   def render_load(self, u: UOp, ref: Callable[[UOp], str]) -> str:

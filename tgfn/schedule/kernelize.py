@@ -17,7 +17,7 @@ and REDUCE_AXIS opens fresh RANGEs for its reduced axes. Realized inputs become 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
 from tgfn.dtype import dtypes
@@ -119,6 +119,7 @@ class LoweredKernel:
   name: str
   ast: UOp                 # SINK(STORE(DEFINE_GLOBAL 0, index, value), STORE(DEFINE_GLOBAL 1, ...), ...)
   buffers: list[UOp]       # tensor-level nodes bound to DEFINE_GLOBAL 0, 1, ...: the outputs first
+  params: list[UOp] = field(default_factory=list)  # PARAM nodes bound to DEFINE_VAR 0, 1, ...
   n_outputs: int = 1
 
   @property
@@ -137,6 +138,7 @@ class _Lowerer:
   def __init__(self, roots: list[UOp], realized: set[UOp]):
     self.roots, self.realized = set(roots), realized
     self.buffers: list[UOp] = list(roots)
+    self.params: list[UOp] = []
     self.globals: dict[UOp, UOp] = {}
     self.memo: dict[_Key, UOp] = {}
     self.plans: dict[_Key, _Plan] = {}
@@ -180,6 +182,9 @@ class _Lowerer:
       src = (self.global_for(node), linear_index(idx, node.shape)) + ((gate,) if gate is not None else ())
       return UOp(Ops.LOAD, node.dtype, src)
     if op is Ops.CONST: return UOp.const(node.dtype, arg)
+    if op is Ops.PARAM:  # a kernel argument: the AST is the same whatever the value
+      if node not in self.params: self.params.append(node)
+      return UOp(Ops.DEFINE_VAR, node.dtype, (), self.params.index(node))
     if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return [(node.src[0], idx, gate)], lambda v: v[0]
     if op in GroupOp.ALU: return [(s, idx, gate) for s in node.src], lambda v: UOp(op, node.dtype, tuple(v))
     src_shape = node.src[0].shape
@@ -249,5 +254,5 @@ def lower_kernel(roots: list[UOp], realized: set[UOp]) -> LoweredKernel:
   ast = substitute(ast, {r: r.replace(arg=(i, r.kind)) for i, r in enumerate(ranges)})
   prefix = "r" if lowerer.has_reduce else "E"
   name = "_".join([prefix] + [str(n) for n in shape]) if shape else prefix
-  return LoweredKernel(name, ast, lowerer.buffers, len(roots))
+  return LoweredKernel(name, ast, lowerer.buffers, lowerer.params, len(roots))
 

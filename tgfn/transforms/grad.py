@@ -125,7 +125,7 @@ NO_VJP_NEEDED: dict[Ops, str] = {
   Ops.IDIV: "integer-only op", Ops.MOD: "integer-only op", Ops.AND: "integer/bool-only op",
   Ops.OR: "integer/bool-only op", Ops.XOR: "integer/bool-only op", Ops.SHL: "integer-only op",
   Ops.SHR: "integer-only op", Ops.BITCAST: "reinterprets bits: no derivative",
-  Ops.BUFFER: "a leaf", Ops.CONST: "a leaf", Ops.PLACEHOLDER: "a leaf (the differentiated input)",
+  Ops.BUFFER: "a leaf", Ops.CONST: "a leaf", Ops.PARAM: "a leaf (a constant)", Ops.PLACEHOLDER: "a leaf (the differentiated input)",
 }
 
 

@@ -52,7 +52,7 @@ BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   Ops.GATHER: _gather_rule,
 }
 NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
-  Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched",
+  Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched", Ops.PARAM: "a leaf: never batched",
   Ops.PLACEHOLDER: "a leaf: batched inputs are substituted before the rules run",
 }
 

@@ -11,12 +11,12 @@ object, so equality is identity, common subexpressions are shared for free, and 
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 import math
 import threading
 import weakref
+from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses to drop an entry
 from enum import Enum, auto
 from typing import Any, Callable, Optional, Sequence
 
@@ -32,6 +32,8 @@ class Ops(Enum):
   BUFFER = auto()       # arg: (unique id, device, shape); realized data lives in a device Buffer
   CONST = auto()        # arg: a Python scalar; shape () at the tensor level
   PLACEHOLDER = auto()  # arg: (unique id, shape, device); an input of a traced function
+  PARAM = auto()        # arg: a Python scalar of eager code, passed to kernels as an argument (DEFINE_VAR),
+                        # so a new value compiles no new kernel
   # ---- movement (tensor level); none of these makes a kernel
   RESHAPE = auto()      # arg: new shape
   PERMUTE = auto()      # arg: axis order
@@ -62,6 +64,8 @@ class Ops(Enum):
   WHERE = auto()
   # ---- kernel level
   DEFINE_GLOBAL = auto()  # arg: buffer slot number; dtype: element dtype
+  DEFINE_VAR = auto()     # arg: scalar parameter number; dtype: its dtype. A PARAM's value, passed to the
+                          # kernel after the buffers
   RANGE = auto()          # src: (size CONST,); arg: (unique id, AxisType)
   LOAD = auto()           # src: (DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, gate); a vector dtype with
                           # a scalar index loads that many consecutive elements
@@ -106,11 +110,27 @@ class GroupOp:
   Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
 
 
+# The hash-consing table: (op, dtype, src, arg, sign of a float arg) -> weak reference to the node. A plain
+# dict of weakrefs rather than a WeakValueDictionary: its lookups and insertions are C calls, and every
+# new node (each eager operation makes several) pays for them.
+_nodes: dict[tuple, weakref.ref] = {}
+
+
+
+class _computed_once:
+  """Like functools.cached_property, without its lock (Python 3.11 takes one per first access, a cost
+  every new node pays): the value is stored in the instance, which later lookups find first. Two
+  threads may both compute it; the values are equal (the functions are pure)."""
+  def __init__(self, fn: Callable[[Any], Any]): self.fn, self.name = fn, fn.__name__
+  def __get__(self, obj: Any, cls: Any = None) -> Any:
+    if obj is None: return self
+    value = obj.__dict__[self.name] = self.fn(obj)
+    return value
+
+
 class UOp:
   """An immutable, hash-consed IR node. Construct with `UOp(op, dtype, src, arg)`."""
   __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
-  _cache: "weakref.WeakValueDictionary[tuple, UOp]" = weakref.WeakValueDictionary()
-
   def __new__(cls, op: Ops, dtype: Optional[DType] = None,
               src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
     # NaN != NaN, so each NaN object would key a node of its own: one NaN keeps graphs with NaN constants
@@ -119,19 +139,20 @@ class UOp:
     # -0.0 == 0.0 and they hash alike: key on the sign too, or x / -0.0 would reuse the CONST 0.0
     key = (op, dtype, src, arg, math.copysign(1.0, arg) if type(arg) is float else None)
     try:
-      if (hit := cls._cache.get(key)) is not None: return hit
+      if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
     except TypeError:
       raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from None
     # a miss: look again under the lock, or two threads could each build an equal node and identity
-    # would no longer be equality (WeakValueDictionary's get-then-set is not atomic)
+    # would no longer be equality (get-then-set is not atomic)
     with _cache_lock:
-      if (hit := cls._cache.get(key)) is not None: return hit
+      if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
       self = object.__new__(cls)
       object.__setattr__(self, "op", op)
       object.__setattr__(self, "dtype", dtype)
       object.__setattr__(self, "src", src)
       object.__setattr__(self, "arg", arg)
-      cls._cache[key] = self
+      # when the node dies, its entry goes -- unless a live node has taken the key since (C: atomic)
+      _nodes[key] = weakref.ref(self, lambda _, key=key: _remove_dead_weakref(_nodes, key))
     return self
 
   @classmethod
@@ -168,6 +189,12 @@ class UOp:
   def toposort(self) -> list[UOp]:
     """Every node reachable from self, each after all of its sources."""
     return toposort([self])
+
+  @staticmethod
+  def param(dtype: DType, value: Any) -> UOp:
+    """A tensor-level PARAM: a Python scalar that kernels take as an argument. Its value is its arg (so a
+    repeated expression is still hash-consed), but lowering and the engine's plans key only on its dtype."""
+    return UOp(Ops.PARAM, dtype, (), normalize_const(value, dtype))
 
   # ---- construction helpers used at the kernel level (index arithmetic)
   @staticmethod
@@ -213,18 +240,18 @@ class UOp:
   __hash__ = object.__hash__
 
   # ---- tensor-level shape and device
-  @functools.cached_property
+  @_computed_once
   def shape(self) -> tuple[int, ...]:
     return _shape(self)
 
-  @functools.cached_property
+  @_computed_once
   def device(self) -> Optional[str]:
     if self.op in (Ops.BUFFER, Ops.PLACEHOLDER): return self.arg[1 if self.op is Ops.BUFFER else 2]
     if self.op is Ops.COPY: return self.arg
     return next((d for s in self.src if (d := s.device) is not None), None)
 
   # ---- integer bounds, for index simplification (kernel level)
-  @functools.cached_property
+  @_computed_once
   def vmin_vmax(self) -> tuple[Any, Any]:
     return _bounds(self)
   @property
@@ -237,7 +264,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return arg[2]
   if op is Ops.PLACEHOLDER: return arg[1]
-  if op is Ops.CONST: return ()
+  if op in (Ops.CONST, Ops.PARAM): return ()
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)

@@ -43,6 +43,8 @@ def verify_tensor_graph(root: UOp) -> None:
       if not (isinstance(arg, tuple) and len(arg) == 3 and hasattr(u, "buffer")): _fail(u, "BUFFER needs (id, device, shape) and a buffer")
     elif op is Ops.CONST:
       if u.src: _fail(u, "CONST has no sources")
+    elif op is Ops.PARAM:
+      if u.src or u.arg is None: _fail(u, "PARAM has no sources and holds a value")
     elif op is Ops.RESHAPE:
       if math.prod(arg) != math.prod(u.src[0].shape): _fail(u, f"RESHAPE {u.src[0].shape} -> {arg} changes the size")
     elif op is Ops.PERMUTE:
@@ -88,6 +90,8 @@ def verify_kernel(ast: UOp) -> None:
     elif u.op is Ops.REDUCE:
       if len(u.reduce_values) != 1 or not u.reduce_ranges: _fail(u, "REDUCE accumulates one value over RANGEs")
     elif u.op in GroupOp.ALU: _check_alu_dtypes(u)
+    elif u.op is Ops.DEFINE_VAR:
+      if u.src or not isinstance(u.arg, int): _fail(u, "DEFINE_VAR has no sources and a parameter number")
     elif u.op not in (Ops.SINK, Ops.DEFINE_GLOBAL, Ops.CONST): _fail(u, "not a kernel-level op")
 
 
