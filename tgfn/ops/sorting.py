@@ -25,7 +25,7 @@ from tgfn.ops.elementwise import floor, isnan, where
 from tgfn.ops.shape import moveaxis
 from tgfn.uop.ops import Ops, UOp
 
-__all__ = ["sort", "argsort", "searchsorted", "median", "quantile", "percentile", "sort_multiple"]
+__all__ = ["sort", "argsort", "searchsorted", "median", "quantile", "percentile"]
 
 
 # A sort of n entries along the axis (rows of them) is a rank count (2 kernels, rows * n**2 compares) when
