@@ -132,9 +132,10 @@ def _float_unary(name: str, ref: Callable, domain: Domain = FULL) -> OpRecord:
 
 # ---- references for the ops whose NumPy spelling differs from tgfn's (JAX's) meaning
 def _floor_divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-  # JAX: float x // 0 is NaN (NumPy: +-inf); integer x // 0 is 0 in both NumPy and tgfn (JAX: -1)
-  out = np.floor_divide(a, b)
-  return np.where(b == 0, np.nan, out) if a.dtype.kind == "f" else out
+  # float x // +-0 is +-inf (NaN for 0 // 0) in NumPy, JAX and the array API; integer x // 0 is 0 in
+  # NumPy and tgfn (JAX: -1)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return np.floor_divide(a, b)
 
 
 def _power_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:

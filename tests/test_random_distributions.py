@@ -121,3 +121,15 @@ def test_multivariate_normal_moments():
   np.testing.assert_allclose(np.cov(x.T), cov, atol=0.12)
   with pytest.raises(ValueError, match="cov of shape"):
     random.multivariate_normal(KEY, tnp.zeros(2), tnp.eye(3))
+
+
+@pytest.mark.slow
+def test_poisson_matches_jax_and_its_moments():
+  lam = np.array([0.0, 0.5, 3.0, 9.9, 10.0, 25.0, 400.0] * 4, np.float32)
+  got = np.asarray(random.poisson(KEY, tnp.array(lam)))
+  want = np.asarray([0, 0, 4, 11, 7, 20, 395, 0, 0, 4, 7, 9, 25, 434, 0, 1, 1, 12, 13, 25, 412, 0, 1, 4, 11, 7, 29, 403])
+  assert got.dtype == np.int32
+  np.testing.assert_array_equal(got, want)
+  for rate in (4.0, 30.0):
+    x = np.asarray(random.poisson(random.key(3), rate, (2000,)))
+    assert abs(x.mean() - rate) < 4 * math.sqrt(rate / 2000) and abs(x.var() / rate - 1) < 0.15

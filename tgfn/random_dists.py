@@ -1,7 +1,7 @@
 """More of jax.random's distributions, built on tgfn/random.py's samplers with JAX's algorithms:
 `exponential`, `laplace`, `logistic` (one uniform each, bit-identical with JAX in float32), `gamma` and
 `loggamma` (Marsaglia-Tsang), `beta`, `dirichlet`, `t`, `chisquare`, `choice`, `orthogonal`,
-`multivariate_normal`. Re-exported by `tgfn.random`.
+`multivariate_normal`, `poisson` (Knuth / PTRS). Re-exported by `tgfn.random`.
 
 Rejection sampling without a loop primitive: `gamma` runs rounds of Marsaglia and Tsang's proposal for
 every element at once and keeps each element's first accepted one, deriving each round's keys exactly
@@ -26,7 +26,7 @@ from tgfn.random import (_check_shape, _float_dtype, _is_int, _log, _log1p_f32, 
                          gumbel, normal, permutation, randint, split, uniform)
 
 __all__ = ["exponential", "laplace", "logistic", "gamma", "loggamma", "beta", "dirichlet", "t", "chisquare",
-           "choice", "orthogonal", "multivariate_normal"]
+           "choice", "orthogonal", "multivariate_normal", "poisson"]
 
 Shape = Any
 _GAMMA_ROUNDS = 12      # unrolled under jit/vmap
@@ -299,3 +299,88 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Optional[Shape] = 
   factor = _cholesky(_materialize(cov))
   z = normal(key, shape + (n,), dt)
   return mean + tnp.einsum("...ij,...j->...i", factor, z)
+
+
+def _run_rounds(step: Any, state: tuple, done: Any, traced: bool, traced_rounds: int, fn: str) -> tuple:
+  """Apply `step` to `state` until `done(state)`, as JAX's while loop over a whole array: on concrete
+  values the state is computed after each round (the same kernels every round) and the loop stops when
+  done; traced (jit, vmap), `traced_rounds` rounds are unrolled."""
+  from tgfn.engine.realize import realize
+  for rounds in range(1, (traced_rounds if traced else _MAX_EAGER_ROUNDS) + 1):
+    state = step(state)
+    if traced: continue
+    state = tuple(Array(u) for u in realize([x.uop for x in state]))
+    if bool(done(state)): return state
+  if traced: return state
+  raise RuntimeError(f"{fn}: the sampling loop did not finish in {_MAX_EAGER_ROUNDS} rounds; "
+                     "check that the rate is finite and non-negative")
+
+
+# rounds unrolled under jit/vmap: P(Poisson(10) >= 64) and 0.1**24 (PTRS rejects < 10%) are below 1e-20
+_KNUTH_ROUNDS, _PTRS_ROUNDS = 64, 24
+
+
+def _lgamma_at_least_one(x: Array) -> Array:
+  """log Gamma(x) for x >= 1 (float32): Stirling's series at x + 8, shifted back by log(x (x+1) ... (x+7))."""
+  y = x + 8.0
+  series = (y - 0.5) * tnp.log(y) - y + 0.5 * math.log(2 * math.pi)
+  inv = 1.0 / y
+  series = series + inv * (1 / 12 - inv * inv * (1 / 360 - inv * inv / 1260))
+  shift = x
+  for i in range(1, 8): shift = shift * (x + i)
+  return series - tnp.log(shift)
+
+
+def poisson(key: Any, lam: Any, shape: Optional[Shape] = None, dtype: Any = dtypes.int32) -> Array:
+  """Poisson(lam) integers, JAX's algorithms: Knuth's product of uniforms for lam < 10, Hormann's
+  transformed rejection (PTRS) for lam >= 10, each a loop over the whole array with one key split per
+  round, as JAX's while loops (so the same key gives JAX's numbers, up to the last bit of log and
+  lgamma at an acceptance boundary). lam == 0 gives 0."""
+  from tgfn.dtype import to_dtype
+  from tgfn.transforms.trace import is_traced
+  key = _single_key("poisson", key)
+  dt = to_dtype(dtype)
+  if not dt.is_int: raise ValueError(f"poisson: dtype must be an integer dtype, got {dt.name}")
+  lam = as_array(lam).astype(dtypes.float32)
+  shape = lam.shape if shape is None else _shape_arg("poisson", shape)
+  _check_shape("poisson", shape, lam.shape)
+  lam = tnp.broadcast_to(lam, shape)
+  traced = is_traced(key.uop) or is_traced(lam.uop)
+  use_knuth = tnp.isnan(lam) | (lam < 10)
+  lam_knuth = tnp.where(use_knuth, lam, 0.0)
+  lam_ptrs = tnp.where(use_knuth, 1e5, lam)
+  if not traced: lam_knuth, lam_ptrs = lam_knuth.realize(), lam_ptrs.realize()
+
+  def knuth_step(state: tuple) -> tuple:
+    rng, k, log_prod = state
+    rng, subkey = split(rng)
+    k = tnp.where(log_prod > -lam_knuth, k + 1, k)
+    return rng, k, log_prod + _log(uniform(subkey, shape, dtypes.float32))
+
+  zeros_f = tnp.zeros(shape, dtypes.float32)
+  _, k_knuth, _ = _run_rounds(knuth_step, (key, tnp.zeros(shape, dt), zeros_f),
+                              lambda s: ~(s[2] > -lam_knuth).any(), traced, _KNUTH_ROUNDS, "poisson")
+  log_lam = _log(lam_ptrs)
+  b = 0.931 + 2.53 * tnp.sqrt(lam_ptrs)
+  a = -0.059 + 0.02483 * b
+  inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+  v_r = 0.9277 - 3.6224 / (b - 2)
+
+  def ptrs_step(state: tuple) -> tuple:
+    rng, k_out, accepted = state
+    rng, key_u, key_v = split(rng, 3)
+    u = uniform(key_u, shape, dtypes.float32) - 0.5
+    v = uniform(key_v, shape, dtypes.float32)
+    u_shifted = 0.5 - tnp.abs(u)
+    k = tnp.floor((2 * a / u_shifted + b) * u + lam_ptrs + 0.43)
+    s = _log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+    t = -lam_ptrs + k * log_lam - _lgamma_at_least_one(tnp.maximum(k, 0.0) + 1)
+    accept1 = (u_shifted >= 0.07) & (v <= v_r)
+    reject = (k < 0) | ((u_shifted < 0.013) & (v > u_shifted))
+    accept = accept1 | (~reject & (s <= t))
+    return rng, tnp.where(accept, k, k_out), accepted | accept  # as JAX: a later acceptance overwrites
+
+  _, k_ptrs, _ = _run_rounds(ptrs_step, (key, tnp.full(shape, -1.0, dtypes.float32), tnp.zeros(shape, tnp.bool_)),
+                             lambda s: s[2].all(), traced, _PTRS_ROUNDS, "poisson")
+  out = tnp.where(use_knuth, k_knuth - 1, k_ptrs.astype(dt))
+  return tnp.where(lam == 0, tnp.zeros((), dt), out)
