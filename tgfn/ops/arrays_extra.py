@@ -1,5 +1,5 @@
 """More array functions composed from movement ops, `where` and the one-hot gather of tgfn/ops/indexing.py:
-`diff triu tril meshgrid dstack column_stack atleast_3d take take_along_axis` and the functions whose
+`diff triu tril meshgrid dstack column_stack atleast_3d` and the functions whose
 result size depends on the data: `nonzero flatnonzero argwhere unique`.
 
 Data-dependent sizes follow JAX: with `size=` the result has that static size (entries past the count are
@@ -21,8 +21,7 @@ from tgfn.ops.reduction import _iota_along
 from tgfn.ops.shape import _promoted, atleast_1d, broadcast_to, concatenate, moveaxis, stack
 from tgfn.uop.ops import Ops
 
-__all__ = ["diff", "triu", "tril", "meshgrid", "dstack", "column_stack", "atleast_3d", "take",
-           "take_along_axis", "nonzero", "flatnonzero", "argwhere", "unique", "count_nonzero"]
+__all__ = ["diff", "triu", "tril", "meshgrid", "dstack", "column_stack", "atleast_3d", "nonzero", "flatnonzero", "argwhere", "unique", "count_nonzero"]
 
 
 def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
@@ -89,56 +88,6 @@ def column_stack(arrays: Sequence[Any]) -> Array:
   return concatenate([x._reshape((x.size, 1)) if x.ndim < 2 else x for x in xs], axis=1)
 
 
-def take(a: Any, indices: Any, axis: Optional[int] = None, mode: Optional[str] = None,
-         fill_value: Any = None) -> Array:
-  """a's entries at `indices` along `axis` (flattened when None). Out-of-range indices follow JAX: the
-  default mode 'fill' reads `fill_value` (NaN for floats, see x.at[].get); 'clip' clamps."""
-  x = as_array(a)
-  if axis is None: x, axis = x._reshape((x.size,)), 0
-  ax = normalize_axis(axis, x.ndim)
-  idx = as_array(indices)
-  if not idx.dtype.is_int: raise TypeError(f"take: indices must be integers, got {idx.dtype.name}")
-  moved = moveaxis(x, ax, 0)
-  picked = moved.at[idx].get(mode="fill" if mode is None else mode, fill_value=fill_value)
-  # picked: idx axes, then x's other axes; NumPy puts idx's axes where `axis` was
-  return moveaxis(picked, tuple(range(idx.ndim)), tuple(range(ax, ax + idx.ndim))) if idx.ndim else picked
-
-
-def take_along_axis(arr: Any, indices: Any, axis: Optional[int], mode: Optional[str] = None,
-                    fill_value: Any = None) -> Array:
-  """out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`; the other axes broadcast. A
-  one-hot comparison with the axis positions, summed out: O(indices.size * arr.shape[axis])."""
-  x = as_array(arr)
-  idx = as_array(indices)
-  if not idx.dtype.is_int: raise TypeError(f"take_along_axis: indices must be integers, got {idx.dtype.name}")
-  if axis is None: x, idx, axis = x._reshape((x.size,)), idx._reshape((idx.size,)), 0
-  if idx.ndim != x.ndim:
-    raise ValueError(f"take_along_axis: indices and arr must have the same number of axes, got {idx.shape} "
-                     f"and {x.shape}")
-  ax = normalize_axis(axis, x.ndim)
-  n = x.shape[ax]
-  mode = "fill" if mode is None else mode
-  if mode not in ("fill", "clip"): raise ValueError(f"take_along_axis: mode must be 'fill' or 'clip', got {mode!r}")
-  i = where(idx < 0, idx + n, idx)
-  valid = (i >= 0) & (i < n)
-  if mode == "clip": i = where(i < 0, 0, where(i >= n, n - 1, i))
-  xm, im, vm = moveaxis(x, ax, -1), moveaxis(i, ax, -1), moveaxis(valid, ax, -1)
-  lead = tuple(max(p, q) if 1 in (p, q) else p for p, q in zip(xm.shape[:-1], im.shape[:-1]))
-  k = im.shape[-1]
-  grid = lead + (k, n)
-  src = xm._broadcast_to(lead + (n,))._reshape(lead + (1, n))._broadcast_to(grid)
-  hit = im._broadcast_to(lead + (k,))._reshape(lead + (k, 1))._broadcast_to(grid) == \
-    _iota_along((k, n), 1)._broadcast_to(grid)
-  picked = hit._alu(Ops.WHERE, src, Array.const(0, x.dtype, grid))
-  out = picked._reduce(Ops.MAX if x.dtype.is_bool else Ops.ADD, (len(grid) - 1,))._reshape(lead + (k,))
-  if mode == "fill":
-    from tgfn.ops.indexing import _default_fill
-    fill = _default_fill(x.dtype) if fill_value is None else fill_value
-    out = where(vm._broadcast_to(out.shape), out, Array.const(fill, x.dtype, out.shape))
-  return moveaxis(out, -1, ax)
-
-
-# ---- data-dependent sizes
 def _host_flat_positions(mask: Array) -> np.ndarray:
   return np.flatnonzero(mask.numpy("nonzero without size= (pass size= to use it under jit or vmap)"))
 
