@@ -18,7 +18,7 @@ from tgfn.dtype import dtypes
 from tgfn.ops.axes import normalize_axis
 from tgfn.ops.elementwise import where
 from tgfn.ops.reduction import _iota_along
-from tgfn.ops.shape import _promoted, atleast_1d, broadcast_to, concatenate, moveaxis, stack
+from tgfn.ops.shape import _promoted, atleast_1d, broadcast_to, concatenate, stack
 from tgfn.uop.ops import Ops
 
 __all__ = ["diff", "triu", "tril", "meshgrid", "dstack", "column_stack", "atleast_3d", "nonzero", "flatnonzero", "argwhere", "unique", "count_nonzero"]
