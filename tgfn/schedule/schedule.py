@@ -12,7 +12,7 @@ from tgfn.uop.ops import Ops, UOp, toposort
 @dataclass(frozen=True)
 class ScheduleItem:
   output: UOp                       # the tensor-level node this item materializes
-  kernel: Optional[LoweredKernel]   # None for a COPY between devices
+  kernel: Optional[LoweredKernel]   # None for a COPY between devices or a CALL
   inputs: tuple[UOp, ...]           # tensor-level nodes whose buffers it reads
 
 
@@ -26,6 +26,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   for node in toposort(rewritten):
     if node not in realize: continue
     if node.op is Ops.COPY: items.append(ScheduleItem(name.get(node, node), None, (name.get(node.src[0], node.src[0]),)))
+    elif node.op is Ops.CALL:  # a sub-graph call: the engine runs its body (tgfn/engine/call.py)
+      items.append(ScheduleItem(name.get(node, node), None, tuple(name.get(s, s) for s in node.src)))
     else:
       kernel = lower_kernel(node, realize)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]

@@ -32,8 +32,31 @@ def _check_alu_dtypes(u: UOp) -> None:
   if u.dtype is not expected: _fail(u, f"dtype {u.dtype} but the op produces {expected}")
 
 
-def verify_tensor_graph(root: UOp) -> None:
-  """Tensor level: shapes agree, movement args are valid, dtypes follow each op's rule."""
+_verified_bodies: set = set()
+
+
+def verify_body(body) -> None:
+  """A body (tgfn/uop/body.py) is a well-formed tensor graph over its own canonical inputs only."""
+  if body in _verified_bodies: return
+  from tgfn.uop.body import canonical_input
+  for k, u in enumerate(body.inputs):
+    if u is not canonical_input(k, u): _fail(u, f"body input {k} is not the canonical placeholder of its position")
+  for o in body.outputs: verify_tensor_graph(o, frozenset(body.inputs))
+  _verified_bodies.add(body)
+
+
+def _check_call(u: UOp) -> None:
+  spec, index = u.arg
+  got = tuple((s.shape, s.dtype) for s in u.src)
+  if got != spec.in_avals(): _fail(u, f"CALL inputs {got} do not match the call's {spec.in_avals()}")
+  if not 0 <= index < len(spec.out_avals) or u.dtype is not spec.out_avals[index][1]:
+    _fail(u, f"CALL output {index} of dtype {u.dtype} is not an output of the call {spec.out_avals}")
+  for body in spec.bodies: verify_body(body)
+
+
+def verify_tensor_graph(root: UOp, inputs: frozenset = frozenset()) -> None:
+  """Tensor level: shapes agree, movement args are valid, dtypes follow each op's rule. `inputs` are the
+  placeholders allowed to remain (a body's own inputs); CALL nodes' bodies are checked too."""
   for u in toposort([root]):
     op, arg = u.op, u.arg
     if op in GroupOp.ALU:
@@ -61,7 +84,9 @@ def verify_tensor_graph(root: UOp) -> None:
     elif op is Ops.REDUCE_AXIS:
       if arg[0] not in (Ops.ADD, Ops.MUL, Ops.MAX): _fail(u, f"REDUCE_AXIS op {arg[0]}")
       if any(not 0 <= a < len(u.src[0].shape) for a in arg[1]): _fail(u, f"REDUCE_AXIS axes {arg[1]}")
+    elif op is Ops.CALL: _check_call(u)
     elif op is Ops.PLACEHOLDER:
+      if u in inputs: continue
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
     elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM):
       _fail(u, "not a tensor-level op")
