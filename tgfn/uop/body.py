@@ -115,11 +115,12 @@ class CallSpec:
 
 @dataclass(frozen=True)
 class Call(CallSpec):
-  """Run `body` once on the inputs. `name` says what made it (checkpoint, ...); `policy` is the
-  checkpoint policy's name (None: a plain call)."""
+  """Run `body` once on the inputs. `name` says what made it ("checkpoint", ...). For a checkpoint,
+  `policy` is its policy's kind and `saved` the body's nodes that policy keeps for the backward pass."""
   body: Body
   name: str = "call"
-  policy: Optional[Any] = None
+  policy: Optional[str] = None
+  saved: tuple[UOp, ...] = ()
 
   @property
   def bodies(self) -> tuple[Body, ...]: return (self.body,)
