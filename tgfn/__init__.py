@@ -16,3 +16,5 @@ from tgfn.transforms.trace import ConcretizationError  # noqa: F401,E402
 from tgfn.transforms.jit import jit  # noqa: F401,E402
 from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
+from tgfn import lax  # noqa: F401,E402
+from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
