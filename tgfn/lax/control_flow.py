@@ -174,20 +174,24 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, unroll:
 def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
   """`branches[clamp(index, 0, len-1)](*operands)`. Every branch must return the same structure, shapes
   and dtypes. A concrete index runs only its branch's graph (all branches are still checked)."""
+  return _switch("switch", index, branches, operands, [f"branch {k} ({fn_name(b)})" for k, b in enumerate(branches)], 0)
+
+
+def _switch(what: str, index: Any, branches: Sequence[Callable], operands: tuple, names: list[str], ref: int) -> Any:
+  """switch, with each branch's name for errors; every branch is checked against branch `ref`."""
   if not branches: raise ValueError("switch: needs at least one branch")
   idx = as_array(index)
   if idx.shape != () or not (idx.dtype.is_int or idx.dtype is dtypes.bool):
     raise TypeError(f"switch: the index must be an integer scalar, got {idx.dtype.name}{list(idx.shape)}")
   ops, op_tree = _leaves(operands)
   traced = []
-  for k, branch in enumerate(branches):
+  for branch, name in zip(branches, names):
     holders = _holders(ops)
-    outs, tree = _out_leaves(branch(*unflatten(op_tree, holders)), f"branch {k} ({fn_name(branch)})")
+    outs, tree = _out_leaves(branch(*unflatten(op_tree, holders)), f"{what} {name}")
     traced.append(([h.uop for h in holders], outs, tree))
-  _, first, first_tree = traced[0]
-  for k, (_, outs, tree) in enumerate(traced[1:], 1):
-    _check_same("switch/cond", f"branch 0 ({fn_name(branches[0])}) output", first, first_tree,
-                f"branch {k} ({fn_name(branches[k])}) output", outs, tree)
+  _, first, first_tree = traced[ref]
+  for k, (_, outs, tree) in enumerate(traced):
+    if k != ref: _check_same(what, f"{names[ref]} output", first, first_tree, f"{names[k]} output", outs, tree)
   consts = list(dict.fromkeys(c for holders, outs, _ in traced for c in captured_values(holders, [a.uop for a in outs])))
   bodies = tuple(close(holders + consts, [a.uop for a in outs]) for holders, outs, _ in traced)
   args = [x.uop for x in ops] + consts
@@ -203,7 +207,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
   """`true_fun(*operands) if pred else false_fun(*operands)`; pred is a scalar (bool or number)."""
   p = as_array(pred)
   if p.shape != (): raise TypeError(f"cond: the predicate must be a scalar, got shape {p.shape}")
-  return switch(p != 0, [false_fun, true_fun], *operands)
+  return _switch("cond", p != 0, [false_fun, true_fun], operands,
+                 [f"false_fun ({fn_name(false_fun)})", f"true_fun ({fn_name(true_fun)})"], 1)
 
 
 # ---------------------------------------------------------------------------------------------- associative_scan

@@ -295,6 +295,7 @@ def _cond_batch(spec: Cond, srcs: Sequence[tuple[Array, bool]], size: int) -> li
       env = {c: led[c0] for c, c0 in zip(branch.inputs, spec.branches[0].inputs)}
       results.append([_lead(a, b, size) for a, b in batch_graph(list(branch.outputs), env, size)])
     out = results[-1]
+    index = tnp.clip(index, 0, len(spec.branches) - 1)  # as the runner clamps it
     for k in range(len(spec.branches) - 2, -1, -1):
       out = [tnp.where((index == k)._reshape((size,) + (1,) * (r.ndim - 1)), r, o).astype(o.dtype)
              for r, o in zip(results[k], out)]
