@@ -22,7 +22,7 @@ from tgfn.array import Array, as_array
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
 from tgfn.tree import flatten, unflatten
 from tgfn.uop.body import Body, Call, call_outputs, captured_values, close
-from tgfn.uop.ops import Ops, UOp, toposort
+from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,16 @@ def _checkpoint_spec(inputs: list[UOp], outs: list[UOp], policy: Policy) -> tupl
   captured = captured_values(inputs, outs)
   held = set(inputs) | set(captured)
   depends: set[UOp] = set()
-  saved = []
-  for node in toposort(outs):
+  saved: dict[UOp, None] = {}
+  topo = toposort(outs)
+  for node in topo:
     if node in held or any(s in depends for s in node.src): depends.add(node)
-    if node in depends and node not in held and node.dtype.is_float and policy.saves(node): saved.append(node)
-  full = close(inputs + captured, outs + saved)
+    if node in depends and node.dtype.is_float and policy.saves(node):
+      while node.op in GroupOp.Movement: node = node.src[0]  # a view is saved as the value it moves
+      if node not in held: saved[node] = None
+  position = {n: i for i, n in enumerate(topo)}
+  # in graph order: the backward body pulls each saved value's cotangent back, the last first
+  full = close(inputs + captured, outs + sorted(saved, key=position.__getitem__))
   n = len(outs)
   saved_nodes = tuple(u.src[0] if u.op is Ops.CONTIGUOUS and isinstance(u.arg, tuple) else u for u in full.outputs[n:])
   return Call(Body(full.inputs, full.outputs[:n]), "checkpoint", policy.kind, saved_nodes), captured
