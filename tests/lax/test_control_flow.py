@@ -78,6 +78,18 @@ def test_nested_scan():
   assert_close(got[1], np.array(want_ys, np.float32), rtol=1e-5)
 
 
+def test_eager_outputs_of_one_call_are_computed_together():
+  from tgfn.engine.realize import Counters
+  carry, ys = lax.scan(lambda c, x: (c + x, c), tnp.asarray([0.0, 0.0]), tnp.asarray(XS[:, :2]) * 2.0)
+  before = Counters.kernels_launched
+  carry.realize()
+  assert Counters.kernels_launched - before >= 6  # the loop ran: a kernel per step at least
+  before = Counters.kernels_launched
+  ys.realize()
+  assert Counters.kernels_launched == before  # its sibling output came with it
+  assert_close(ys[-1], (XS[:5, :2] * 2).sum(0), rtol=1e-6)
+
+
 def test_map():
   xs = tnp.asarray(XS)
   assert_close(lax.map(lambda x: (x * x).sum(), xs), (XS * XS).sum(1), rtol=1e-6)

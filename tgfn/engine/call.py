@@ -47,6 +47,8 @@ class CompiledBody:
   """A body compiled for one device. Its graph owns intermediates, so runs are serialized by a lock."""
   def __init__(self, body: Body, device: str):
     from tgfn.engine.jit import CompiledGraph
+    from tgfn.engine.realize import Counters
+    self.counters = Counters
     self.graph = CompiledGraph(body.inputs, body.outputs)
     self.out_info = [(device, math.prod(s), dt) for s, dt in body.out_avals]
     fresh = [s for s, *_ in self.graph._fresh_outputs]
@@ -58,6 +60,7 @@ class CompiledBody:
     with self.lock:
       if self.direct:
         for b in outputs: b.arg  # noqa: B018 -- allocate: the replay takes the raw argument
+        self.counters.kernels_launched += self.graph._n_launches
         self.graph._replay(inputs, outputs)
         return
       for src, dst in zip(self.graph(inputs), outputs): copy_buffer(src, dst)

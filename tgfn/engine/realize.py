@@ -132,6 +132,10 @@ def realize(outs: list[UOp]) -> list[UOp]:
         results = [Buffer(device, math.prod(shape), dt) for shape, dt in node.arg[0].out_avals]
         for i, sibling in group.items(): buffers[sibling] = results[i]
         run_call(node.arg[0], device, [buffers[x] for x in item.inputs], results)
+        # the call's other outputs are known now too: `carry, ys = scan(...)` runs the loop once
+        if node.device is not None:
+          for i, (shape, dt) in enumerate(node.arg[0].out_avals):
+            _realized.setdefault(UOp(Ops.CALL, dt, item.inputs, (node.arg[0], i)), buffer_uop(results[i], shape))
       continue
     out = buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
     if item.kernel is None:
