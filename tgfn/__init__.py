@@ -18,3 +18,5 @@ from tgfn.transforms.jaxpr import make_jaxpr  # noqa: F401,E402
 from tgfn.transforms.shapes import ShapeDtypeStruct, block_until_ready, eval_shape  # noqa: F401,E402
 from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
+from tgfn import lax  # noqa: F401,E402
+from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402

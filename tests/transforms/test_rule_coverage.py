@@ -10,8 +10,9 @@ from tgfn.uop.ops import GroupOp, Ops
 # kernel- and linear-level ops never reach a transform: transforms run on tensor-level graphs only
 KERNEL_LEVEL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.RANGE, Ops.LOAD, Ops.STORE, Ops.REDUCE, Ops.SINK, Ops.ENDRANGE,
                 Ops.DEFINE_ACC, Ops.ASSIGN, Ops.VECTORIZE, Ops.GEP}
-# CUSTOM nodes carry their own rules (tgfn/transforms/custom.py); every transform dispatches on them
-HANDLED_SPECIALLY = {Ops.CUSTOM}
+# CUSTOM nodes carry their own rules (tgfn/transforms/custom.py), CALL nodes have one rule per call kind
+# (tgfn/lax/rules.py, checked below); every transform dispatches on them
+HANDLED_SPECIALLY = {Ops.CUSTOM, Ops.CALL}
 TENSOR_LEVEL = [op for op in Ops if op not in KERNEL_LEVEL | HANDLED_SPECIALLY]
 
 
@@ -61,3 +62,33 @@ def test_gather_rules_differentiate_the_source_only_and_batch_either_operand():
     out = BATCH_RULES[Ops.GATHER](y, srcs, 4)
     assert out.shape == (4,) + y.shape and out.uop.arg == 2
     np.testing.assert_array_equal(out.numpy(), np.broadcast_to(Array(y).numpy(), (4,) + y.shape))
+
+
+def _one_call_of_each_kind():
+  import tgfn.numpy as tnp
+  from tgfn import checkpoint, lax
+  from tgfn.uop import body
+  x = tnp.ones(3)
+  calls = {
+    body.Scan: lambda x: lax.scan(lambda c, v: (c * v, c), x, tnp.ones((2, 3)))[1].sum(),
+    body.Cond: lambda x: lax.cond(x.sum() > 0, tnp.sin, tnp.cos, x).sum(),
+    body.While: lambda x: lax.while_loop(lambda c: c.sum() < 10, lambda c: c * 2, x).sum(),
+    body.Call: lambda x: checkpoint(tnp.sin)(x).sum(),
+  }
+  return x, calls
+
+
+def test_every_call_kind_has_grad_jvp_and_vmap_rules():
+  """Each kind of CALL (tgfn/uop/body.py) goes through vjp, jvp and vmap under jit, where predicates are
+  abstract and the call stays a call; a while_loop's reverse mode is the one documented error."""
+  import tgfn
+  from tgfn.uop import body
+  x, calls = _one_call_of_each_kind()
+  assert set(calls) == set(body.CallSpec.__subclasses__())
+  for kind, f in calls.items():
+    assert float(tgfn.jit(lambda x: tgfn.jvp(f, (x,), (x,))[1])(x)) == float(tgfn.jvp(f, (x,), (x,))[1])
+    assert tgfn.jit(tgfn.vmap(f))(x[None]).shape == (1,)
+    if kind is body.While:
+      with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
+        tgfn.jit(tgfn.grad(f))(x)
+    else: assert tgfn.jit(tgfn.grad(f))(x).shape == (3,)

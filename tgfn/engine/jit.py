@@ -5,6 +5,8 @@ constants, intermediates (allocated once, and shared by intermediates whose life
 overlap), and outputs (fresh buffers every call, so results handed to the user are never reused --
 except that an output may take over the memory of a *donated* input).
 Replaying a call is: bind inputs, allocate outputs, run the prepared (program, slots) list.
+A CALL (a sub-graph: loop, branch, checkpoint) is one step that writes all of the call's outputs; its
+runner (tgfn/engine/call.py) replays the body's own compiled graph, so loops run inside the replay.
 """
 from __future__ import annotations
 
@@ -13,24 +15,31 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
+from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
+from tgfn.uop.body import CallSpec
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
 
 
 @dataclass
 class Step:
-  kernel: Optional[CompiledKernel]   # None: a copy between devices
+  kernel: Optional[CompiledKernel]   # None: a copy between devices, or a call
   lowered: Optional[LoweredKernel]
   slots: tuple[int, ...]             # buffer slots of the kernel's arguments (outputs first)
   n_outputs: int = 1
+  call: Optional[Callable[[list[Buffer]], None]] = None  # a CALL's runner, given the slots' buffers
 
   @property
   def outputs(self) -> tuple[int, ...]: return self.slots[:self.n_outputs]
 
   @property
   def inputs(self) -> tuple[int, ...]: return self.slots[self.n_outputs:]
+
+
+def _call_runner(spec: CallSpec, device: str, n_out: int) -> Callable[[list[Buffer]], None]:
+  return lambda buffers: run_call(spec, device, buffers[n_out:], buffers[:n_out])
 
 
 @dataclass
@@ -71,7 +80,20 @@ class CompiledGraph:
 
     computed = [o for o in outputs if o.op not in (Ops.BUFFER, Ops.PLACEHOLDER)]
     self.steps: list[Step] = []
-    for item in create_schedule(computed):
+    items = create_schedule(computed)
+    groups = call_groups(items)
+    for item in items:
+      if item.output.op is Ops.CALL:
+        group = groups.pop((item.output.arg[0], item.inputs), None)
+        if group is None: continue  # written by the step of an earlier output of the same call
+        spec = item.output.arg[0]
+        # an output nobody reads still needs a buffer to be written to: a node that stands for it
+        outs = [slot(group[i] if i in group else UOp(Ops.CALL, dt, item.inputs, (spec, i)))
+                for i, (_, dt) in enumerate(spec.out_avals)]
+        device = self.slots[outs[0]].device
+        self.steps.append(Step(None, None, tuple(outs) + tuple(slot(x) for x in item.inputs), len(outs),
+                               _call_runner(spec, device, len(outs))))
+        continue
       out_slots = tuple(slot(o) for o in item.outputs)
       if item.kernel is None: self.steps.append(Step(None, None, (*out_slots, slot(item.inputs[0]))))
       else: self.steps.append(Step(None, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
@@ -83,9 +105,10 @@ class CompiledGraph:
     self._plan_intermediates()
     self.donation = self._plan_donation(set(donated))
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
-    # the launch list the replay loop walks: (program, slots) for kernels, (None, slots) for copies
-    self._launches = [(s.kernel.program if s.kernel else None, s.slots) for s in self.steps
-                      if s.kernel is None or self.slots[s.slots[0]].size]
+    # the launch list the replay loop walks: (program, slots, kind): a kernel takes raw arguments, a call
+    # its slots' Buffers, a copy (program None) copies slot 1 into slot 0
+    self._launches = [(s.kernel.program if s.kernel else s.call, s.slots, "call" if s.call else "kernel")
+                      for s in self.steps if s.kernel is None or self.slots[s.slots[0]].size]
     # per fresh output: what allocating it needs, looked up once here rather than on every call
     self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
                             Device[info.device].kernel_arg)
@@ -93,13 +116,13 @@ class CompiledGraph:
                            if s >= self.n_inputs and s not in self.fixed and s not in self.donation
                            for info in (self.slots[s],)]
     self._n_launches = len(self._launches)
-    plain = not self.donation and all(program is not None for program, _ in self._launches)
+    plain = not self.donation and all(program is not None for program, _, _ in self._launches)
     self._replay = self._make_replay() if plain else None
 
   def _plan_intermediates(self) -> None:
     """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size).
     They belong to the graph, so two calls of it must not run at once (`has_scratch` says when)."""
-    self.has_scratch = False
+    self.has_scratch = any(step.call is not None for step in self.steps)  # a call runs scratch buffers
     per_call = set(self.output_slots) | set(range(self.n_inputs)) | set(self.fixed)
     last_use: dict[int, int] = {}
     for i, step in enumerate(self.steps):
@@ -107,7 +130,7 @@ class CompiledGraph:
     free: dict[tuple, list[Buffer]] = {}
     for i, step in enumerate(self.steps):
       for out in step.outputs:
-        if out in per_call: continue
+        if out in per_call or out in self.fixed: continue
         self.has_scratch = True
         info = self.slots[out]
         self.fixed[out] = free[info.key()].pop() if free.get(info.key()) else Buffer(info.device, info.size, info.dtype)
@@ -154,8 +177,9 @@ class CompiledGraph:
       if sum(b is donor for b in inputs) > 1: buffers[out] = Buffer(donor.device, donor.size, donor.dtype)
       else: buffers[out] = buffers[i] = donor.donate()
     args = [b.arg if b is not None else None for b in buffers]
-    for program, slots in self._launches:
+    for program, slots, kind in self._launches:
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
+      elif kind == "call": program([buffers[s] for s in slots])
       else: program(*[args[s] for s in slots])
     Counters.kernels_launched += len(self._launches)
     return [buffers[s] for s in self.output_slots]
@@ -175,9 +199,10 @@ class CompiledGraph:
         lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")
       lines.append("  else:")
       lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
-    for k, (program, slots) in enumerate(self._launches):
+    for k, (program, slots, kind) in enumerate(self._launches):
       env[f"p{k}"] = program
-      lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
+      if kind == "call": lines.append(f"  p{k}([{', '.join(f'b{s}' for s in slots)}])")
+      else: lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
     lines.append(f"  return [{', '.join(f'b{s}' for s in self.output_slots)}]")
     exec("\n".join(lines), env)  # our own generated code, built from slot numbers only
     return env["replay"]

@@ -17,6 +17,7 @@ from tgfn.codegen.policy import strict_float
 from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
 from tgfn.engine import batch_cache
+from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn.helpers import DEBUG
 from tgfn.schedule.kernelize import LoweredKernel
@@ -222,6 +223,7 @@ class _Step:
   outputs: tuple[tuple[int, Any], ...]  # (size, dtype) of each output
   slots: tuple[int, ...]            # buffer slots: outputs first, then what it reads
   params: tuple[int, ...]           # the kernel's scalar parameters, as positions in the graph's PARAMs
+  call: Optional[Any] = None        # a sub-graph call (tgfn/uop/body.py) the engine runs instead of a kernel
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,7 @@ class _Plan:
   outputs: tuple[int, ...]
   cacheable: bool
   compiled_in: OrderedDict            # the kernel cache its kernels came from (see _plan_for)
+  remember: tuple[tuple[int, UOp], ...] = ()  # (slot, node): values to remember on the graph's nodes
 
 
 # graph structure (tgfn/engine/structure.py) -> plan, least recently used first
@@ -247,9 +250,23 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     for g in graphs: verify_tensor_graph(g)
   slot_of: dict[UOp, int] = {leaf: i for i, leaf in enumerate(shape.leaves)}
   param_of = {p: i for i, p in enumerate(shape.params)}
-  steps, cacheable = [], True
-  for item in create_schedule([g for g in graphs if g.op is not Ops.BUFFER]):
+  steps, cacheable, remember = [], True, []
+  items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
+  groups = call_groups(items)
+  for item in items:
     device = item.output.device or Device.DEFAULT
+    if item.output.op is Ops.CALL:  # a sub-graph call computes all of its outputs at its first one
+      spec = item.output.arg[0]
+      if (group := groups.pop((spec, item.inputs), None)) is None: continue
+      # every output gets a slot; those of a graph with a device are remembered on their nodes after the
+      # run, so `carry, ys = scan(...)` runs the loop once. Such a plan names its graph's nodes: not kept
+      nodes = [group.get(i) or UOp(Ops.CALL, dt, item.inputs, (spec, i)) for i, (_, dt) in enumerate(spec.out_avals)]
+      slots = tuple(slot_of.setdefault(o, len(slot_of)) for o in nodes) + tuple(slot_of[x] for x in item.inputs)
+      outputs = tuple((math.prod(shape), dt) for shape, dt in spec.out_avals)
+      steps.append(_Step(None, device, Device[device], outputs, slots, (), spec))
+      if item.output.device is not None: remember += [(slot_of[o], o) for o in nodes]
+      cacheable = False
+      continue
     reads = item.kernel.inputs if item.kernel is not None else item.inputs
     slots = tuple(slot_of.setdefault(o, len(slot_of)) for o in item.outputs) + tuple(slot_of[b] for b in reads)
     outputs = tuple((math.prod(o.shape), o.dtype) for o in item.outputs)
@@ -260,7 +277,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
     steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
                        tuple(param_of[p] for p in lowered.params)))
-  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled)
+  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember))
 
 
 # On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
@@ -298,14 +315,18 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
   return plan
 
 
-def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
+def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
+  """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
   start, debug = time.perf_counter(), _debug()
   n_kernels = 0
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:
       for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
-      if step.kernel is None: buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
+      n = len(step.outputs)
+      if step.call is not None:
+        run_call(step.call, step.device, [buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
+      elif step.kernel is None: buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
       continue
     driver = step.driver
     for slot, (size, dtype) in zip(step.slots, step.outputs):
@@ -320,7 +341,7 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Buffer]:
       print(f"  {kernel.name:30s} {step.device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
   if debug >= 1 and plan.steps:
     print(f"realized {len(plan.outputs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
-  return [buffers[s] for s in plan.outputs]
+  return buffers
 
 
 def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
@@ -328,9 +349,11 @@ def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
   shape = structure(outs)
   if shape is None: return None
   plan = _plan_for(outs, shape)
-  values = _run(plan, shape.leaves, shape.params)
+  buffers = _run(plan, shape.leaves, shape.params)
+  for slot, node in plan.remember: node.__dict__.setdefault(REALIZED, buffer_uop(buffers[slot], node.shape))
   results = []
-  for o, done, buf in zip(outs, shape.out_leaves, values):
+  for o, done, slot in zip(outs, shape.out_leaves, plan.outputs):
+    buf = buffers[slot]
     if done is not None: results.append(done)
     elif o.device is None:  # a constant-only graph: its device is the default of the moment, so not cached
       results.append(buffer_uop(buf, o.shape))

@@ -13,7 +13,7 @@ from tgfn.uop.ops import Ops, UOp, toposort
 @dataclass(frozen=True)
 class ScheduleItem:
   outputs: tuple[UOp, ...]          # the tensor-level nodes this item materializes
-  kernel: Optional[LoweredKernel]   # None for a COPY between devices
+  kernel: Optional[LoweredKernel]   # None for a COPY between devices or a CALL
   inputs: tuple[UOp, ...]           # tensor-level nodes whose buffers it reads
 
   @property
@@ -28,9 +28,11 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   realize = find_realize_points(rewritten)
   items = []
   for group in group_kernels(realize, toposort(rewritten)):
-    if group[0].op is Ops.COPY:
-      node = group[0]
+    node = group[0]
+    if node.op is Ops.COPY:
       items.append(ScheduleItem((name.get(node, node),), None, (name.get(node.src[0], node.src[0]),)))
+    elif node.op is Ops.CALL:  # a sub-graph call: the engine runs its body (tgfn/engine/call.py)
+      items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src)))
     else:
       kernel = lower_kernel(group, realize)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]

@@ -7,7 +7,7 @@ gradient is itself a graph that can be differentiated again, batched or compiled
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -129,12 +129,16 @@ NO_VJP_NEEDED: dict[Ops, str] = {
 }
 
 
+def _call_key(node: UOp) -> Any:
+  """What identifies one call: the CustomCall of a CUSTOM node; the spec and inputs of a CALL node."""
+  return node.arg[0] if node.op is Ops.CUSTOM else (node.arg[0], node.src)
+
+
 def _differentiable(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_float
 
 
 def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[UOp]) -> list[Optional[Array]]:
   """Cotangents of `wrt` nodes given cotangents of `outputs` (None where nothing flows)."""
-  from tgfn.transforms.custom import CustomCall
   topo = toposort(list(outputs))
   targets = set(wrt)
   on_path: set[UOp] = set()
@@ -150,20 +154,23 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
     grads[node] = grads[node] + ct if node in grads else ct
 
   for out, ct in zip(outputs, cotangents): accumulate(out, ct)
-  # a user-defined rule (CUSTOM) runs once per call, at the call's output that comes first in `topo`:
-  # by then every output of the call has its complete cotangent
-  first_output: dict[CustomCall, UOp] = {}
+  # a user-defined rule (CUSTOM) or a sub-graph call (CALL) runs once per call, at the call's output that
+  # comes first in `topo`: by then every output of the call has its complete cotangent
+  first_output: dict[Any, UOp] = {}
   for node in topo:
-    if node.op is Ops.CUSTOM: first_output.setdefault(node.arg[0], node)
-  call_cts: dict[CustomCall, dict[int, Array]] = {}
+    if node.op in (Ops.CUSTOM, Ops.CALL): first_output.setdefault(_call_key(node), node)
+  call_cts: dict[Any, dict[int, Array]] = {}
   for node in reversed(topo):
     if node in targets: continue
-    if node.op is Ops.CUSTOM:
-      call, index = node.arg
-      if node in grads: call_cts.setdefault(call, {})[index] = grads.pop(node)
-      if first_output[call] is node and call in call_cts:
-        input_cts = call.rebind(call.backward(call_cts.pop(call)), node)
-        for src, src_ct in zip(node.src[1:], input_cts): accumulate(src, src_ct)
+    if node.op in (Ops.CUSTOM, Ops.CALL):
+      key, index = _call_key(node), node.arg[1]
+      if node in grads: call_cts.setdefault(key, {})[index] = grads.pop(node)
+      if first_output[key] is node and key in call_cts:
+        if node.op is Ops.CALL:
+          from tgfn.lax.rules import call_vjp
+          srcs, input_cts = node.src, call_vjp(node, call_cts.pop(key))
+        else: srcs, input_cts = node.src[1:], node.arg[0].rebind(node.arg[0].backward(call_cts.pop(key)), node)
+        for src, src_ct in zip(srcs, input_cts): accumulate(src, src_ct)
       continue
     if node not in grads: continue
     ct = grads.pop(node)

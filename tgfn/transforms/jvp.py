@@ -120,6 +120,11 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
     if node.op is Ops.CUSTOM:
       call, index = node.arg
       out = call.rebind([call.forward_tangent(index, src_tangents[1:], custom_results)], node)[0]
+    elif node.op is Ops.CALL:  # a sub-graph call: all of its outputs' tangents at once
+      from tgfn.lax.rules import call_jvp
+      key = (node.arg[0], node.src)
+      if key not in custom_results: custom_results[key] = call_jvp(node, src_tangents)
+      out = custom_results[key][node.arg[1]]
     else:
       rule = JVP_RULES.get(node.op)
       if rule is None:

@@ -80,7 +80,9 @@ def concretize(uop: UOp, what: str = "this operation") -> UOp:
       f"{what} needs a concrete value, but this array is traced (abstract) inside jit or vmap.\n"
       f"  at {user_frame()}\n"
       "Python control flow and conversions cannot depend on traced values. Fixes: compute both branches "
-      "and select with tnp.where (or lax.cond), or mark the argument static (jit(f, static_argnums=...)).")
+      "and select with tnp.where, use structured control flow (tgfn.lax.cond, tgfn.lax.switch, "
+      "tgfn.lax.while_loop, tgfn.lax.fori_loop, tgfn.lax.scan), or mark the argument static "
+      "(jit(f, static_argnums=...)).")
   return uop
 
 

@@ -67,6 +67,11 @@ def batch_graph(outputs: Sequence[UOp], batched_inputs: dict[UOp, Array], size: 
     if not any(b for _, b in srcs):
       done[node] = (Array(node) if all(a.uop is s for (a, _), s in zip(srcs, node.src))
                     else Array(node.replace(src=tuple(a.uop for a, _ in srcs))), False)
+    elif node.op is Ops.CALL:  # a sub-graph call: all of its outputs batched at once
+      from tgfn.lax.rules import call_batch
+      key = (node.arg[0], node.src)
+      if key not in custom_calls: custom_calls[key] = call_batch(node, srcs, size)
+      done[node] = custom_calls[key][node.arg[1]]
     elif node.op is Ops.CUSTOM:
       from tgfn.transforms.custom_batching import batch_custom
       done[node] = (batch_custom(node, srcs, size, batched_inputs, custom_calls), True)

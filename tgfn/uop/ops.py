@@ -53,6 +53,8 @@ class Ops(Enum):
   # ---- transform markers (tensor level): the value of src[0], with special meaning to transforms
   DETACH = auto()       # stop_gradient: no derivative flows through
   CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
+  # ---- sub-graphs (tensor level): one output of a call of a closed body (tgfn/uop/body.py)
+  CALL = auto()         # src: the call's inputs; arg: (CallSpec, output index). Its own schedule item
   # ---- elementwise ALU, every level. Unary:
   NEG = auto(); RECIP = auto(); SQRT = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); COS = auto()  # noqa: E702
   TRUNC = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
@@ -265,6 +267,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.BUFFER: return arg[2]
   if op is Ops.PLACEHOLDER: return arg[1]
   if op in (Ops.CONST, Ops.PARAM): return ()
+  if op is Ops.CALL: return arg[0].out_avals[arg[1]][0]
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
@@ -421,7 +424,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
 
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-  """Replace nodes by `mapping` everywhere in the graph under `root`."""
+  """Replace nodes by `mapping` everywhere in the graph under `root`. A CALL node's bodies are closed
+  graphs over their own inputs (tgfn/uop/body.py): they are never entered, nothing there needs replacing."""
   done: dict[UOp, UOp] = {}
   for node in toposort([root]):
     if node in mapping: done[node] = mapping[node]

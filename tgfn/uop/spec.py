@@ -32,8 +32,31 @@ def _check_alu_dtypes(u: UOp) -> None:
   if u.dtype is not expected: _fail(u, f"dtype {u.dtype} but the op produces {expected}")
 
 
-def verify_tensor_graph(root: UOp) -> None:
-  """Tensor level: shapes agree, movement args are valid, dtypes follow each op's rule."""
+_verified_bodies: set = set()
+
+
+def verify_body(body) -> None:
+  """A body (tgfn/uop/body.py) is a well-formed tensor graph over its own canonical inputs only."""
+  if body in _verified_bodies: return
+  from tgfn.uop.body import canonical_input
+  for k, u in enumerate(body.inputs):
+    if u is not canonical_input(k, u): _fail(u, f"body input {k} is not the canonical placeholder of its position")
+  for o in body.outputs: verify_tensor_graph(o, frozenset(body.inputs))
+  _verified_bodies.add(body)
+
+
+def _check_call(u: UOp) -> None:
+  spec, index = u.arg
+  got = tuple((s.shape, s.dtype) for s in u.src)
+  if got != spec.in_avals(): _fail(u, f"CALL inputs {got} do not match the call's {spec.in_avals()}")
+  if not 0 <= index < len(spec.out_avals) or u.dtype is not spec.out_avals[index][1]:
+    _fail(u, f"CALL output {index} of dtype {u.dtype} is not an output of the call {spec.out_avals}")
+  for body in spec.bodies: verify_body(body)
+
+
+def verify_tensor_graph(root: UOp, inputs: frozenset = frozenset()) -> None:
+  """Tensor level: shapes agree, movement args are valid, dtypes follow each op's rule. `inputs` are the
+  placeholders allowed to remain (a body's own inputs); CALL nodes' bodies are checked too."""
   for u in toposort([root]):
     op, arg = u.op, u.arg
     if op in GroupOp.ALU:
@@ -71,7 +94,9 @@ def verify_tensor_graph(root: UOp) -> None:
          any(a != b for k, (a, b) in enumerate(zip(index.shape, x.shape)) if k != arg):
         _fail(u, f"index of shape {index.shape} must match {x.shape} except along axis {arg}")
       if x.shape[arg] == 0 and math.prod(index.shape): _fail(u, "gathers from an empty axis")
+    elif op is Ops.CALL: _check_call(u)
     elif op is Ops.PLACEHOLDER:
+      if u in inputs: continue
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
     elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM):
       _fail(u, "not a tensor-level op")

@@ -1,0 +1,154 @@
+"""Running CALL nodes: each body is compiled once per device into a `CompiledGraph`, and a call runs it
+once (Call), once for the branch taken (Cond), length times (Scan) or until its predicate is false
+(While), writing straight into the call's output buffers.
+
+A scan's step i reads its x slices and writes its y slices *in place* in the stacked buffers, through
+views at an offset (no copies), and its carry ping-pongs between the output buffers and one scratch
+set, arranged so the last step writes the output buffers. The body is the same for every trip count,
+so a 1000-step scan compiles exactly the kernels of a 10-step one.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+from tgfn.device import Allocator, Buffer, Device
+from tgfn.uop.body import Body, Call, CallSpec, Cond, Scan, While
+from tgfn.uop.ops import UOp
+
+
+class _NoFree(Allocator):
+  def free(self, handle: Any) -> None: pass  # a view's memory belongs to its base buffer
+
+
+_NO_FREE = _NoFree()
+
+
+class BufferView(Buffer):
+  """`size` elements of `base` starting at element `offset`: kernels read and write the base's memory."""
+  __slots__ = ("base",)
+
+  def __init__(self, base: Buffer, offset: int, size: int):
+    super().__init__(base.device, size, base.dtype)
+    self.base = base
+    handle, start = base.handle, offset * base.dtype.itemsize
+    if isinstance(handle, (int, np.integer)): self._handle = int(handle) + start           # a raw address (CPU)
+    elif isinstance(handle, np.ndarray): self._handle = handle[start:start + self.nbytes]  # host memory (PYTHON)
+    else: raise NotImplementedError(f"no buffer views on device {base.device} (handle {type(handle).__name__})")
+    self._allocator = _NO_FREE
+    self._arg = Device[base.device].kernel_arg(self._handle)
+
+
+class CompiledBody:
+  """A body compiled for one device. Its graph owns intermediates, so runs are serialized by a lock."""
+  def __init__(self, body: Body, device: str):
+    from tgfn.engine.jit import CompiledGraph
+    from tgfn.engine.realize import Counters
+    self.counters = Counters
+    self.graph = CompiledGraph(body.inputs, body.outputs)
+    self.out_info = [(device, math.prod(s), dt) for s, dt in body.out_avals]
+    fresh = [s for s, *_ in self.graph._fresh_outputs]
+    # every output a fresh buffer of its own (close() arranges that): runs write the caller's buffers directly
+    self.direct = self.graph._replay is not None and fresh == self.graph.output_slots
+    self.lock = threading.RLock()
+
+  def run_into(self, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
+    with self.lock:
+      if self.direct:
+        for b in outputs: b.arg  # noqa: B018 -- allocate: the replay takes the raw argument
+        self.counters.kernels_launched += self.graph._n_launches
+        self.graph._replay(inputs, outputs)
+        return
+      for src, dst in zip(self.graph(inputs), outputs): copy_buffer(src, dst)
+
+
+_bodies: OrderedDict[tuple[Body, str], CompiledBody] = OrderedDict()
+_bodies_lock = threading.Lock()
+BODY_CACHE_SIZE = 512
+
+
+def compiled_body(body: Body, device: str) -> CompiledBody:
+  """`body` compiled for `device`, once per process (an LRU of BODY_CACHE_SIZE bodies)."""
+  key = (body, device)
+  with _bodies_lock:
+    if (hit := _bodies.get(key)) is not None:
+      _bodies.move_to_end(key)
+      return hit
+  compiled = CompiledBody(body, device)
+  with _bodies_lock:
+    compiled = _bodies.setdefault(key, compiled)
+    while len(_bodies) > BODY_CACHE_SIZE: _bodies.popitem(last=False)
+  return compiled
+
+
+def copy_buffer(src: Buffer, dst: Buffer) -> None:
+  if src is not dst: dst.copyin(src.numpy())
+
+
+def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
+
+
+def run_call(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
+  """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals)."""
+  if isinstance(spec, Call): compiled_body(spec.body, device).run_into(inputs, outputs)
+  elif isinstance(spec, Cond):
+    index = min(max(int(_scalar(inputs[0])), 0), len(spec.branches) - 1)
+    compiled_body(spec.branches[index], device).run_into(inputs[1:], outputs)
+  elif isinstance(spec, Scan): _run_scan(spec, device, inputs, outputs)
+  elif isinstance(spec, While): _run_while(spec, device, inputs, outputs)
+  else: raise NotImplementedError(f"no runner for {type(spec).__name__}")
+
+
+def _scratch_like(buffers: Sequence[Buffer]) -> list[Buffer]:
+  return [Buffer(b.device, b.size, b.dtype) for b in buffers]
+
+
+def _run_scan(spec: Scan, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
+  k, c, n = spec.n_consts, spec.n_carry, spec.length
+  consts, carry, xs = list(inputs[:k]), list(inputs[k:k + c]), inputs[k + c:]
+  final, ys = list(outputs[:c]), outputs[c:]
+  if n == 0:
+    for src, dst in zip(carry, final): copy_buffer(src, dst)
+    return
+  body = compiled_body(spec.body, device)
+  x_sizes = [b.size // n for b in xs]
+  y_sizes = [b.size // n for b in ys]
+  scratch = _scratch_like(final) if n > 1 else final
+  for step in range(n):
+    i = n - 1 - step if spec.reverse else step
+    target = final if (n - 1 - step) % 2 == 0 else scratch  # the last step writes the outputs
+    x_views = [BufferView(b, i * s, s) for b, s in zip(xs, x_sizes)]
+    y_views = [BufferView(b, i * s, s) for b, s in zip(ys, y_sizes)]
+    body.run_into(consts + carry + x_views, target + y_views)
+    carry = target
+
+
+def _run_while(spec: While, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
+  kc, kb = spec.n_cond_consts, spec.n_body_consts
+  cond_consts, body_consts, carry = list(inputs[:kc]), list(inputs[kc:kc + kb]), list(inputs[kc + kb:])
+  cond, body = compiled_body(spec.cond, device), compiled_body(spec.body, device)
+  final = list(outputs)
+  scratch = None
+  pred = Buffer(device, 1, spec.cond.outputs[0].dtype)
+  while True:
+    cond.run_into(cond_consts + carry, [pred])
+    if not _scalar(pred): break
+    if scratch is None: scratch = _scratch_like(final)
+    target = scratch if carry is final else final
+    body.run_into(body_consts + carry, target)
+    carry = target
+  for src, dst in zip(carry, final): copy_buffer(src, dst)
+
+
+def call_groups(items: Sequence[Any]) -> dict[tuple, dict[int, UOp]]:
+  """For the CALL items of a schedule: (spec, inputs) -> {output index: node}, the outputs computed together."""
+  groups: dict[tuple, dict[int, UOp]] = {}
+  for item in items:
+    node = item.output
+    if item.kernel is None and node.op.name == "CALL":
+      groups.setdefault((node.arg[0], item.inputs), {})[node.arg[1]] = node
+  return groups
