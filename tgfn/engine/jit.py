@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernel
+from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp
@@ -21,9 +22,16 @@ from tgfn.uop.ops import Ops, UOp
 
 @dataclass
 class Step:
-  kernel: Optional[CompiledKernel]   # None: a copy between devices
+  kernel: Optional[CompiledKernel]   # None: a copy between devices, or a host call
   lowered: Optional[LoweredKernel]
   slots: tuple[int, ...]             # buffer slots of the kernel's arguments (output first)
+  host: Optional[UOp] = None         # a HOST node: run its NumPy function on the host (tgfn/ops/host.py)
+
+
+class HostLaunch:
+  """A host call as a replay step: called with the Buffers of its slots (output first), not raw pointers."""
+  def __init__(self, node: UOp): self.node = node
+  def __call__(self, out: Buffer, *inputs: Buffer) -> None: run_host(self.node, out, inputs)
 
 
 @dataclass
@@ -58,7 +66,8 @@ class CompiledGraph:
     self.steps: list[Step] = []
     for item in create_schedule(computed):
       out_slot = slot(item.output)
-      if item.kernel is None: self.steps.append(Step(None, None, (out_slot, slot(item.inputs[0]))))
+      if item.host: self.steps.append(Step(None, None, (out_slot,) + tuple(slot(i) for i in item.inputs), item.output))
+      elif item.kernel is None: self.steps.append(Step(None, None, (out_slot, slot(item.inputs[0]))))
       else:
         kernel = compile_kernel(item.kernel, self.slots[out_slot].device)
         self.steps.append(Step(kernel, item.kernel, (out_slot,) + tuple(slot(b) for b in item.kernel.buffers[1:])))
@@ -66,9 +75,10 @@ class CompiledGraph:
     self._plan_intermediates()
     self.donation = self._plan_donation(set(donated))
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
-    # the launch list the replay loop walks: (program, slots) for kernels, (None, slots) for copies
-    self._launches = [(s.kernel.program if s.kernel else None, s.slots) for s in self.steps
-                      if s.kernel is None or self.slots[s.slots[0]].size]
+    # the launch list the replay loop walks: (program, slots) for kernels, (HostLaunch, slots) for host
+    # calls, (None, slots) for copies
+    self._launches = [(s.kernel.program if s.kernel else HostLaunch(s.host) if s.host is not None else None, s.slots)
+                      for s in self.steps if s.kernel is None or self.slots[s.slots[0]].size]
     # per fresh output: what allocating it needs, looked up once here rather than on every call
     self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
                             Device[info.device].kernel_arg)
@@ -139,6 +149,7 @@ class CompiledGraph:
     args = [b.arg if b is not None else None for b in buffers]
     for program, slots in self._launches:
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
+      elif type(program) is HostLaunch: program(*[buffers[s] for s in slots])
       else: program(*[args[s] for s in slots])
     Counters.kernels_launched += len(self._launches)
     return [buffers[s] for s in self.output_slots]
@@ -160,7 +171,8 @@ class CompiledGraph:
       lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
     for k, (program, slots) in enumerate(self._launches):
       env[f"p{k}"] = program
-      lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
+      prefix = "b" if type(program) is HostLaunch else "a"  # a host call takes Buffers, a kernel pointers
+      lines.append(f"  p{k}({', '.join(f'{prefix}{s}' for s in slots)})")
     lines.append(f"  return [{', '.join(f'b{s}' for s in self.output_slots)}]")
     exec("\n".join(lines), env)  # our own generated code, built from slot numbers only
     return env["replay"]

@@ -17,6 +17,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Device
 from tgfn.helpers import DEBUG
+from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
@@ -126,6 +127,9 @@ def realize(outs: list[UOp]) -> list[UOp]:
     node = item.output
     device = node.device or Device.DEFAULT
     out = buffers[node] = Buffer(device, math.prod(node.shape), node.dtype)
+    if item.host:
+      run_host(node, out, [buffers[i] for i in item.inputs])
+      continue
     if item.kernel is None:
       out.copyin(buffers[item.inputs[0]].numpy())
       continue

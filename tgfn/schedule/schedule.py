@@ -1,4 +1,4 @@
-"""Turn the outputs to realize into an ordered list of work items: kernels and copies."""
+"""Turn the outputs to realize into an ordered list of work items: kernels, copies and host calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +12,9 @@ from tgfn.uop.ops import Ops, UOp, toposort
 @dataclass(frozen=True)
 class ScheduleItem:
   output: UOp                       # the tensor-level node this item materializes
-  kernel: Optional[LoweredKernel]   # None for a COPY between devices
+  kernel: Optional[LoweredKernel]   # None for a COPY between devices or a HOST call
   inputs: tuple[UOp, ...]           # tensor-level nodes whose buffers it reads
+  host: bool = False                # a HOST node: a NumPy function run on the host (tgfn/ops/host.py)
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
@@ -25,7 +26,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   items = []
   for node in toposort(rewritten):
     if node not in realize: continue
-    if node.op is Ops.COPY: items.append(ScheduleItem(name.get(node, node), None, (name.get(node.src[0], node.src[0]),)))
+    if node.op in (Ops.COPY, Ops.HOST):
+      items.append(ScheduleItem(name.get(node, node), None, tuple(name.get(s, s) for s in node.src), node.op is Ops.HOST))
     else:
       kernel = lower_kernel(node, realize)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]

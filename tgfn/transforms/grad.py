@@ -24,6 +24,11 @@ def _tnp():
   return tnp
 
 
+def _host():
+  import tgfn.ops.host as host
+  return host
+
+
 def _max_vjp(ct: Array, y: UOp) -> Cotangents:
   """JAX's convention: at a tie, each side gets half the cotangent."""
   tnp = _tnp()
@@ -97,6 +102,7 @@ VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.CONTIGUOUS: lambda ct, y: (ct,),
   Ops.COPY: lambda ct, y: (Array(UOp(Ops.COPY, ct.dtype, (ct.uop,), y.src[0].device)),),
   Ops.DETACH: lambda ct, y: (None,),
+  Ops.HOST: lambda ct, y: _host().host_vjp(ct, y),
 }
 
 # Ops through which no derivative flows, and why (checked for completeness by the rule-coverage test).

@@ -31,6 +31,11 @@ def _with_arg(arg_fn: Callable[[UOp, int], object]) -> Callable[[UOp, Sequence[B
   return rule
 
 
+def _host_batch(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+  from tgfn.ops.host import host_batch
+  return host_batch(y, srcs, size)
+
+
 BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   **{op: _alu_rule for op in GroupOp.ALU},
   Ops.REDUCE_AXIS: _with_arg(lambda y, n: (y.arg[0], tuple(a + 1 for a in y.arg[1]))),
@@ -43,6 +48,7 @@ BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   Ops.CONTIGUOUS: _with_arg(lambda y, n: y.arg),
   Ops.COPY: _with_arg(lambda y, n: y.arg),
   Ops.DETACH: _with_arg(lambda y, n: y.arg),
+  Ops.HOST: lambda y, srcs, n: _host_batch(y, srcs, n),
 }
 NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
   Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched",

@@ -61,6 +61,9 @@ def verify_tensor_graph(root: UOp) -> None:
     elif op is Ops.REDUCE_AXIS:
       if arg[0] not in (Ops.ADD, Ops.MUL, Ops.MAX): _fail(u, f"REDUCE_AXIS op {arg[0]}")
       if any(not 0 <= a < len(u.src[0].shape) for a in arg[1]): _fail(u, f"REDUCE_AXIS axes {arg[1]}")
+    elif op is Ops.HOST:
+      from tgfn.ops.host import check_host_node
+      if (problem := check_host_node(u)) is not None: _fail(u, problem)
     elif op is Ops.PLACEHOLDER:
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
     elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM):
