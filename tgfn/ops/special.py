@@ -152,12 +152,14 @@ def erfc(x: Any) -> Array:
   return _erfc(_float_in(x))
 
 
+def _erfcx64(x: Array) -> Array:
+  tail = _erfcx_tail(where(x > 1.0, x, 1.0))
+  near = exp(x * x) * _erfc64(where(x > 1.0, 1.0, x))
+  return _nan_in_nan_out(x, where(x > 1.0, tail, near))
+
+
 @custom_jvp
-def _erfcx(x: Array) -> Array:
-  x64 = _f64(x)
-  tail = _erfcx_tail(where(x64 > 1.0, x64, 1.0))
-  near = exp(x64 * x64) * _erfc64(where(x64 > 1.0, 1.0, x64))
-  return _nan_in_nan_out(x64, where(x64 > 1.0, tail, near)).astype(x.dtype)
+def _erfcx(x: Array) -> Array: return _erfcx64(_f64(x)).astype(x.dtype)
 
 
 @_erfcx.defjvp
@@ -177,14 +179,22 @@ def _erfinv_from(y: Array, z: Array) -> Array:
   """x >= 0 with erf(x) = y = 1 - z (float64, 0 <= y <= 1): y and z both given, so neither loses digits."""
   # Winitzki's closed form as the starting point (about 2e-3 relative); log(1 - y^2) = log(z (2 - z))
   a = 0.147
-  w = log(where(z > 0, z, 1.0)) + log(2.0 - z)
+  safe_z = where(z > 0, z, 1.0)
+  w = log(safe_z) + log(2.0 - z)
   p = 2.0 / (math.pi * a) + 0.5 * w
   x = sqrt(sqrt(p * p - w / a) - p)
   use_erf = y <= 0.5
+  log_z = log(safe_z)
   for _ in range(2):  # Halley triples the digits: 2e-3 -> 1e-8 -> below float64's rounding
-    residual = where(use_erf, _erf64(x) - y, z - _erfc64(x))
-    r = residual / (_TWO_OVER_SQRT_PI * _exp_minus_square(x))   # f / f'
-    x = x - r / (1.0 + x * r)                                    # Halley: f'' / f' = -2x
+    # near 0, on f = erf(x) - y: f'' / f' = -2x
+    r = (_erf64(x) - y) / (_TWO_OVER_SQRT_PI * _exp_minus_square(x))
+    near_zero = x - r / (1.0 - x * r)
+    # in the tail, on g = log erfc(x) - log z = log erfcx(x) - x^2 - log z, nearly a parabola, so tiny z
+    # converge as fast: g' = -2 / (sqrt(pi) erfcx), g'' / g' = 2 / (sqrt(pi) erfcx) - 2x
+    ex = _erfcx64(where(use_erf, 1.0, x))
+    r = (log(ex) - x * x - log_z) * (-0.5 * _SQRT_PI * ex)
+    tail = x - r / (1.0 + r * (x - 1.0 / (_SQRT_PI * ex)))
+    x = where(use_erf, near_zero, tail)
   return where(z > 0, x, math.inf)
 
 
