@@ -30,6 +30,7 @@ from tgfn.ops.elementwise import abs as _abs, clip, exp, floor, isinf, isnan, lo
 from tgfn.ops.reduction import max as _max, sum as _sum
 from tgfn.ops.shape import squeeze
 from tgfn.transforms.custom import custom_jvp
+from tgfn.uop.ops import Ops
 
 __all__ = ["erf", "erfc", "erfinv", "erfcinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "gammaln",
            "digamma", "psi", "xlogy", "xlog1py", "logsumexp", "softmax", "log_softmax"]
@@ -60,10 +61,24 @@ def _nan_in_nan_out(x: Array, out: Array) -> Array:
   return where(isnan(x), math.nan, out)
 
 
+def _k(value: float, like: Array) -> Array: return Array.const(value, _F64, like.shape)
+
+
 def _clenshaw(coefficients: tuple[float, ...], u: Array) -> Array:
-  b1, b2 = u * 0.0, u * 0.0
-  for c in reversed(coefficients[1:]): b1, b2 = 2.0 * u * b1 - b2 + c, b1
-  return u * b1 - b2 + coefficients[0]
+  """sum_k c_k T_k(u), by Clenshaw's recurrence. Built with the primitive builders (no promotion): the
+  loops here make most of these functions' nodes, and graph building is Python time per call."""
+  two_u = u._alu(Ops.ADD, u)
+  b1, b2 = _k(0.0, u), _k(0.0, u)
+  for c in reversed(coefficients[1:]):
+    b1, b2 = two_u._alu(Ops.MUL, b1)._alu(Ops.SUB, b2)._alu(Ops.ADD, _k(c, u)), b1
+  return u._alu(Ops.MUL, b1)._alu(Ops.SUB, b2)._alu(Ops.ADD, _k(coefficients[0], u))
+
+
+def _horner(coefficients: tuple[float, ...], z: Array) -> Array:
+  """sum_k c_k z^k (float64, no promotion, as _clenshaw)."""
+  acc = _k(coefficients[-1], z)
+  for c in reversed(coefficients[:-1]): acc = acc._alu(Ops.MUL, z)._alu(Ops.ADD, _k(c, z))
+  return acc
 
 
 def _erfcx_tail(x: Array) -> Array:
@@ -76,12 +91,13 @@ def _erfcx_tail(x: Array) -> Array:
   return out
 
 
+_ERFCX_ASYMPTOTIC = tuple((-1) ** n * math.prod(range(1, 2 * n, 2)) for n in range(17))
+
+
 def _erfcx_asymptotic(x: Array) -> Array:
   """sum_n (-1)^n (2n-1)!! / (2x^2)^n / (x sqrt(pi)), 16 terms: below 2e-16 relative at x >= 8."""
   q = 1.0 / (2.0 * x * x)
-  acc = q * 0.0 + 1.0  # (q, not x: x may be inf)
-  for n in range(16, 0, -1): acc = 1.0 - (2 * n - 1) * q * acc
-  return acc / (x * _SQRT_PI)
+  return _horner(_ERFCX_ASYMPTOTIC, q) / (x * _SQRT_PI)
 
 
 def _exp_minus_square(x: Array) -> Array:
@@ -96,30 +112,33 @@ _ERF_SERIES = tuple((-1.0) ** n / (math.factorial(n) * (2 * n + 1)) for n in ran
 
 def _erf_series(x: Array) -> Array:
   """erf for |x| <= 1 (float64)."""
-  z = x * x
-  acc = x * 0.0
-  for c in reversed(_ERF_SERIES): acc = acc * z + c
-  return _TWO_OVER_SQRT_PI * x * acc
+  return _TWO_OVER_SQRT_PI * x * _horner(_ERF_SERIES, x * x)
 
 
-def _erfc_abs(ax: Array) -> Array:
-  """erfc(|x|) for |x| >= 1 (float64), relative error near 1e-15; 0 past the underflow."""
-  t = where(ax > 1.0, ax, 1.0)
-  return where(ax > 27.3, 0.0, _exp_minus_square(t) * _erfcx_tail(t))
+def _parts(v: Array) -> tuple[Array, Array]:
+  """For v >= 0: erf(min(v, 1)) by the series and erfcx(max(v, 1)) by the fits. Every function of the erf
+  family is built from this one pair, so each evaluates one series and one fit."""
+  return _erf_series(where(v < 1.0, v, 1.0)), _erfcx_tail(where(v > 1.0, v, 1.0))
 
 
-def _erf64(x: Array) -> Array:
+def _erfc_from(v: Array, series: Array, tail: Array, exp_minus_v2: Array) -> Array:
+  """erfc(v) for v >= 0 from its _parts and exp(-v^2); 0 past the underflow (and at inf)."""
+  return where(v <= 1.0, 1.0 - series, where(v > 27.3, 0.0, exp_minus_v2 * tail))
+
+
+def _erf_erfc64(x: Array) -> tuple[Array, Array]:
   ax = _abs(x)
-  small = _erf_series(clip(x, -1.0, 1.0))
-  large = sign(x) * (1.0 - _erfc_abs(ax))
-  return _nan_in_nan_out(x, where(ax <= 1.0, small, large))
+  series, tail = _parts(ax)
+  erfc_ax = _erfc_from(ax, series, tail, _exp_minus_square(where(ax > 27.3, 0.0, ax)))
+  erf = sign(x) * where(ax <= 1.0, series, 1.0 - erfc_ax)
+  erfc = where(x >= 0, erfc_ax, 2.0 - erfc_ax)
+  return _nan_in_nan_out(x, erf), _nan_in_nan_out(x, erfc)
 
 
-def _erfc64(x: Array) -> Array:
-  ax = _abs(x)
-  tail = _erfc_abs(ax)
-  large = where(x > 0, tail, 2.0 - tail)
-  return _nan_in_nan_out(x, where(ax <= 1.0, 1.0 - _erf_series(clip(x, -1.0, 1.0)), large))
+def _erf64(x: Array) -> Array: return _erf_erfc64(x)[0]
+
+
+def _erfc64(x: Array) -> Array: return _erf_erfc64(x)[1]
 
 
 @custom_jvp
@@ -153,8 +172,10 @@ def erfc(x: Any) -> Array:
 
 
 def _erfcx64(x: Array) -> Array:
-  tail = _erfcx_tail(where(x > 1.0, x, 1.0))
-  near = exp(x * x) * _erfc64(where(x > 1.0, 1.0, x))
+  ax = _abs(x)
+  series, tail = _parts(ax)
+  erfc_ax = _erfc_from(ax, series, tail, _exp_minus_square(where(ax > 27.3, 0.0, ax)))
+  near = exp(x * x) * where(x >= 0, erfc_ax, 2.0 - erfc_ax)
   return _nan_in_nan_out(x, where(x > 1.0, tail, near))
 
 
@@ -186,12 +207,13 @@ def _erfinv_from(y: Array, z: Array) -> Array:
   use_erf = y <= 0.5
   log_z = log(safe_z)
   for _ in range(2):  # Halley triples the digits: 2e-3 -> 1e-8 -> below float64's rounding
-    # near 0, on f = erf(x) - y: f'' / f' = -2x
-    r = (_erf64(x) - y) / (_TWO_OVER_SQRT_PI * _exp_minus_square(x))
+    series, tail = _parts(x)
+    # near 0 (x < 0.48, so erf(x) is the series), on f = erf(x) - y: f'' / f' = -2x
+    r = (series - y) / (_TWO_OVER_SQRT_PI * _exp_minus_square(where(use_erf, x, 0.0)))
     near_zero = x - r / (1.0 - x * r)
     # in the tail, on g = log erfc(x) - log z = log erfcx(x) - x^2 - log z, nearly a parabola, so tiny z
     # converge as fast: g' = -2 / (sqrt(pi) erfcx), g'' / g' = 2 / (sqrt(pi) erfcx) - 2x
-    ex = _erfcx64(where(use_erf, 1.0, x))
+    ex = where(x > 1.0, tail, exp(x * x) * (1.0 - series))
     r = (log(ex) - x * x - log_z) * (-0.5 * _SQRT_PI * ex)
     tail = x - r / (1.0 + r * (x - 1.0 / (_SQRT_PI * ex)))
     x = where(use_erf, near_zero, tail)
@@ -251,12 +273,18 @@ def _half_square_exp(x: Array) -> Array:
   return exp(-0.5 * (h * h)) * exp(-0.5 * ((x - h) * (x + h)))
 
 
+def _half_erfc_of_abs(x: Array) -> tuple[Array, Array, Array]:
+  """erfc(|x| / sqrt(2)) / 2 (the normal tail beyond |x|), with its _parts. Rounding |x| / sqrt(2) costs
+  the smooth erfcx one ulp; exp(-x^2 / 2) is taken from x itself, so the tail keeps full precision."""
+  ax = _abs(x)
+  v = ax / _SQRT2
+  series, tail = _parts(v)
+  return 0.5 * _erfc_from(v, series, tail, _half_square_exp(where(v > 27.3, 0.0, ax))), series, tail
+
+
 def _ndtr64(x: Array) -> Array:
-  # the lower tail as exp(-x^2/2) erfcx(-x/sqrt(2)) / 2: rounding -x/sqrt(2) then costs erfcx (smooth) one
-  # ulp, where in erfc it would cost 2 u^2 ulps
-  u = -x / _SQRT2
-  tail = 0.5 * _half_square_exp(where(u > 1.0, x, -_SQRT2)) * _erfcx_tail(where(u > 1.0, u, 1.0))
-  return _nan_in_nan_out(x, where(u > 1.0, where(u > 38.6, 0.0, tail), 0.5 * _erfc64(where(u > 1.0, 0.0, u))))
+  half_erfc = _half_erfc_of_abs(x)[0]
+  return _nan_in_nan_out(x, where(x < 0, half_erfc, 1.0 - half_erfc))
 
 
 @custom_jvp
@@ -283,13 +311,12 @@ def ndtri(p: Any) -> Array:
 @custom_jvp
 def _log_ndtr(x: Array) -> Array:
   x64 = _f64(x)
-  u = -x64 / _SQRT2
-  # x < -1.4 (u > 1): log(erfc(u) / 2) = log(erfcx(u) / 2) - u^2, which never underflows; x > 0:
-  # log1p(-erfc(-u) / 2); in between, log of the CDF itself
-  far = log(0.5 * _erfcx_tail(where(u > 1.0, u, 1.0))) - u * u
-  positive = log1p(-_ndtr64(where(x64 > 0, -x64, 0.0)))
-  middle = log(_ndtr64(clip(x64, -_SQRT2, 0.0)))
-  return _nan_in_nan_out(x64, where(u > 1.0, far, where(x64 > 0, positive, middle))).astype(x.dtype)
+  half_erfc, _, tail = _half_erfc_of_abs(x64)
+  # x < -sqrt(2): log(erfc(v) / 2) = log(erfcx(v) / 2) - x^2 / 2, which never underflows; x > 0:
+  # log1p(-(the upper tail)); in between, log of the CDF itself
+  far = log(0.5 * tail) - 0.5 * x64 * x64
+  out = where(x64 < -_SQRT2, far, where(x64 > 0, log1p(-half_erfc), log(half_erfc)))
+  return _nan_in_nan_out(x64, out).astype(x.dtype)
 
 
 @_log_ndtr.defjvp
@@ -347,16 +374,39 @@ def _shift_up(x: Array) -> tuple[Array, list[Array]]:
   return x + n, factors
 
 
+def _zeta_minus_one(k: int) -> float:
+  """zeta(k) - 1 = sum_{n >= 2} n^-k: 999 terms, then the Euler-Maclaurin tail (error far below 1e-17)."""
+  n = 1000.0
+  head = math.fsum(m ** -k for m in range(2, 1000))
+  return head + n ** (1 - k) / (k - 1) + 0.5 * n ** -k + k * n ** (-k - 1) / 12
+
+
+# log Gamma(2 + e) = (1 - euler_gamma) e + sum_{k >= 2} (-1)^k (zeta(k) - 1) / k e^k, for |e| <= 1/2: the
+# terms shrink like 4^-k, so 28 of them reach 1e-17. Around the root at 2 it is relatively accurate.
+_LGAMMA_AROUND_2 = (0.0, 1.0 - 0.5772156649015329) + tuple((-1) ** k * _zeta_minus_one(k) / k for k in range(2, 29))
+
+
+def _lgamma_near_2(e: Array) -> Array: return e * _horner(_LGAMMA_AROUND_2[1:], e)
+
+
 def _lgamma_positive(x: Array) -> Array:
-  """log Gamma(x) for x >= 0.5 (float64)."""
-  xs, factors = _shift_up(x)
+  """log Gamma(x) for x >= 0.5 (float64): the series around 2 on [0.5, 10) (moved there by
+  log Gamma(x) = log Gamma(x - 1) + log(x - 1), adding positive terms, or by - log(x) below 1.5),
+  Stirling's series beyond."""
+  # x in [1.5, 10): down to [1.5, 2.5) in m steps, and log of the product of the factors stepped over
+  steps = [x - k >= 1.5 for k in range(1, 9)]
+  product = where(steps[0], x - 1.0, 1.0)
+  m = steps[0].astype(_F64)
+  for k, step in enumerate(steps[1:], start=2):
+    product, m = product * where(step, x - k, 1.0), m + step.astype(_F64)
+  mid = _lgamma_near_2(clip(x - m - 2.0, -0.5, 0.5)) + log(product)
+  low = _lgamma_near_2(clip(x - 1.0, -0.5, 0.5)) - log(where(x < 1.5, x, 1.0))  # log Gamma(x + 1) - log(x)
+  xs = where(x >= _STIRLING_MIN, x, _STIRLING_MIN)
   inv, inv2 = 1.0 / xs, 1.0 / (xs * xs)
   series = inv2 * 0.0
   for k in range(len(_BERNOULLI), 0, -1): series = series * inv2 + _BERNOULLI[k - 1] / (2 * k * (2 * k - 1))
   stirling = (xs - 0.5) * log(xs) - xs + 0.5 * math.log(2 * math.pi) + series * inv
-  product = factors[0]
-  for f in factors[1:]: product = product * f
-  return stirling - log(product)
+  return where(x < 1.5, low, where(x < _STIRLING_MIN, mid, stirling))
 
 
 def _sin_pi(x: Array) -> Array:
