@@ -129,8 +129,10 @@ def test_host_call_is_its_own_schedule_item():
 
 def test_spec_rejects_malformed_host_nodes():
   x = tnp.array(np.eye(3)).uop
-  with pytest.raises(SpecError, match="no host function"): verify_tensor_graph(UOp(Ops.HOST, x.dtype, (x,), ("nope", (), (3, 3))))
-  with pytest.raises(SpecError, match="packed"): verify_tensor_graph(UOp(Ops.HOST, x.dtype, (x,), ("inv", (), (3, 4))))
+  with pytest.raises(SpecError, match="no host function"):
+    verify_tensor_graph(UOp(Ops.HOST, x.dtype, (x,), ("nope", (), (3, 3))))
+  with pytest.raises(SpecError, match="packed"):
+    verify_tensor_graph(UOp(Ops.HOST, x.dtype, (x,), ("inv", (), (3, 4))))
 
 
 @pytest.mark.parametrize("dev", ["CPU", "PYTHON"])

@@ -68,11 +68,13 @@ def check_host_node(node: UOp) -> Optional[str]:
   if arg[0] not in HOST_FUNCTIONS: return f"no host function named {arg[0]!r}"
   fn = HOST_FUNCTIONS[arg[0]]
   if len(node.src) != len(fn.core_dims): return f"{arg[0]} takes {len(fn.core_dims)} inputs, got {len(node.src)}"
-  if node.dtype not in (s.dtype for s in node.src) or not node.dtype.is_float: return "dtype must be its inputs' float dtype"
+  if node.dtype not in (s.dtype for s in node.src) or not node.dtype.is_float:
+    return "dtype must be its inputs' float dtype"
   batches = {s.shape[:len(s.shape) - k] for s, k in zip(node.src, fn.core_dims)}
   if len(batches) != 1: return f"inputs have different batch shapes {sorted(batches)}"
   _, _, batch, outs = _parts(node)
-  if arg[2] != batch + (sum(math.prod(c) for c in outs),): return f"shape {arg[2]} is not batch {batch} + packed outputs {outs}"
+  if arg[2] != batch + (sum(math.prod(c) for c in outs),):
+    return f"shape {arg[2]} is not batch {batch} + packed outputs {outs}"
   return None
 
 

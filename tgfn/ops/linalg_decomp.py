@@ -113,7 +113,8 @@ def _each_matrix(fn, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         ref = ref if isinstance(ref, tuple) else (ref,)
         out = tuple(np.full_like(np.asarray(r), np.nan) for r in ref)
       results.append(out)
-    return tuple(np.stack([r[i] for r in results]).reshape(batch + np.shape(results[0][i])) for i in range(len(results[0])))
+    return tuple(np.stack([r[i] for r in results]).reshape(batch + np.shape(results[0][i]))
+                 for i in range(len(results[0])))
 
 
 def _solve_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray: return np.linalg.solve(a, b)
@@ -285,7 +286,8 @@ def qr(a: Any, mode: str = "reduced") -> Union[QRResult, Array]:
   return QRResult(_back(q, a), _back(r, a))
 
 
-def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Union[SVDResult, Array]:
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> Union[SVDResult, Array]:
   """Singular value decomposition a == U @ diag(S) @ Vh, singular values descending. With
   compute_uv=False, only S. The derivative of U and Vh needs full_matrices=False unless a is square."""
   x = _float_input("svd", a)
@@ -323,7 +325,8 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
   x = _float_input("pinv", a)
   tol = rtol if rtol is not None else rcond
   u, s, vh = svd(x, full_matrices=False)
-  cutoff = (_default_rtol(x) if tol is None else as_array(tol).astype(x.dtype)[..., None]) * _max(s, axis=-1, keepdims=True)
+  relative = _default_rtol(x) if tol is None else as_array(tol).astype(x.dtype)[..., None]
+  cutoff = relative * _max(s, axis=-1, keepdims=True)
   keep = s > cutoff
   s_inv = where(keep, 1.0 / where(keep, s, 1.0), 0.0).astype(x.dtype)
   return _back((_mT(vh) * s_inv[..., None, :]) @ _mT(u), a)
@@ -349,7 +352,8 @@ def lstsq(a: Any, b: Any, rcond: Optional[float] = None) -> tuple[Array, Array, 
   vector = rhs.ndim == 1
   if vector: rhs = rhs[:, None]
   if rhs.ndim != 2 or rhs.shape[0] != x.shape[0]:
-    raise ValueError(f"linalg.lstsq: b must have {x.shape[0]} rows (a has shape {x.shape}), got shape {as_array(b).shape}")
+    raise ValueError(f"linalg.lstsq: b must have {x.shape[0]} rows (a has shape {x.shape}), "
+                     f"got shape {as_array(b).shape}")
   m, n = x.shape
   eps = float(np.finfo(x.dtype.np).eps)
   r = eps * max(m, n) if rcond is None or rcond < 0 else rcond

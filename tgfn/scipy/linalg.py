@@ -9,7 +9,8 @@ from tgfn.ops import linalg_decomp as _linalg
 from tgfn.ops.linalg_decomp import det, eigh, inv, pinv, qr, svd  # noqa: F401
 from tgfn.ops.shape import swapaxes
 
-__all__ = ["cholesky", "solve_triangular", "cho_factor", "cho_solve", "solve", "det", "eigh", "inv", "pinv", "qr", "svd"]
+__all__ = ["cholesky", "solve_triangular", "cho_factor", "cho_solve", "solve", "det", "eigh", "inv", "pinv", "qr",
+           "svd"]
 
 
 def cholesky(a: Any, lower: bool = False) -> Array:
@@ -32,7 +33,8 @@ def _triangle(a: Array, lower: bool, unit_diagonal: bool) -> Array:
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False) -> Array:
   """x with op(T) @ x == b, T the lower or upper triangle of a (its diagonal taken as ones when
   unit_diagonal), op the identity (trans 0 or 'N') or the transpose (1, 'T', 2, 'C': real matrices)."""
-  if trans not in (0, 1, 2, "N", "T", "C"): raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+  if trans not in (0, 1, 2, "N", "T", "C"):
+    raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
   t = _triangle(_linalg._square("solve_triangular", a), lower, unit_diagonal)
   if trans not in (0, "N"): t = swapaxes(t, -1, -2)
   return _linalg.solve(t, as_array(b).astype(t.dtype))

@@ -20,6 +20,9 @@ def fit(lo: float, hi: float, degree: int) -> np.ndarray:
 
 
 if __name__ == "__main__":
+  import textwrap
   for lo, hi, degree in PIECES:
     coefficients = ", ".join(repr(float(c)) for c in fit(lo, hi, degree))
-    print(f"  ({float(lo)}, {float(hi)}, ({coefficients})),")
+    print(f"  ({float(lo)}, {float(hi)}, (")
+    print(textwrap.indent(textwrap.fill(coefficients, 110, break_on_hyphens=False), "    "))
+    print("  )),")
