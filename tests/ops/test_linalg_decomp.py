@@ -101,6 +101,14 @@ def test_small_float_and_integer_inputs_promote():
   assert_close(half, np.linalg.inv(a).astype(np.float16), rtol=1e-3)
 
 
+def test_eigh_reads_one_triangle_without_symmetrizing(python_device):
+  a = _rng().standard_normal((3, 3))
+  for uplo in ("L", "U"):
+    got = L.eigh(a, UPLO=uplo, symmetrize_input=False).eigenvalues
+    assert_close(got, np.linalg.eigh(a, UPLO=uplo)[0], rtol=1e-12, atol=1e-12)
+  assert_close(L.eigh(a).eigenvalues, np.linalg.eigvalsh((a + a.T) / 2), rtol=1e-12, atol=1e-12)
+
+
 def test_failed_factorizations_give_nan_as_jax():
   batch = np.stack([np.eye(2), np.zeros((2, 2))])
   out = L.inv(batch).numpy()

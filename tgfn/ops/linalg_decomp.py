@@ -306,8 +306,9 @@ def eigh(a: Any, UPLO: Optional[str] = None, symmetrize_input: bool = True) -> E
   x = _square("eigh", a)
   if UPLO not in (None, "L", "U"): raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
   if symmetrize_input: x = _symmetrize(x)
-  elif UPLO == "U": x = _mT(x)
-  if not symmetrize_input: x = _tril(x) + _mT(_tril(x, -1))
+  else:  # one triangle only, mirrored
+    lower = _tril(_mT(x) if UPLO == "U" else x)
+    x = lower + _mT(_tril(lower, -1))
   w, v = host_call("eigh", [x])
   return EighResult(_back(w, a), _back(v, a))
 
