@@ -14,6 +14,8 @@ from tgfn.ops.math_extra import *  # noqa: F401,F403
 from tgfn.ops.sorting import *  # noqa: F401,F403
 from tgfn.ops.reduction_extra import *  # noqa: F401,F403
 from tgfn.ops.arrays_extra import *  # noqa: F401,F403
+from tgfn.ops import fft, linalg_decomp as linalg  # noqa: F401  (tnp.fft, tnp.linalg)
+from tgfn.ops.linalg_decomp import cross  # noqa: F401
 
 bool_ = _dtypes.bool
 int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64

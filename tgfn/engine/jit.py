@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 from tgfn.device import Buffer, Device
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
+from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.body import CallSpec
@@ -25,11 +26,11 @@ from tgfn.uop.ops import Ops, UOp, substitute, toposort
 
 @dataclass
 class Step:
-  kernel: Optional[CompiledKernel]   # None: a copy between devices, or a call
+  kernel: Optional[CompiledKernel]   # None: a copy between devices, a call or a host call
   lowered: Optional[LoweredKernel]
   slots: tuple[int, ...]             # buffer slots of the kernel's arguments (outputs first)
   n_outputs: int = 1
-  call: Optional[Callable[[list[Buffer]], None]] = None  # a CALL's runner, given the slots' buffers
+  call: Optional[Callable[[list[Buffer]], None]] = None  # a CALL's or HOST's runner, given the slots' buffers
 
   @property
   def outputs(self) -> tuple[int, ...]: return self.slots[:self.n_outputs]
@@ -40,6 +41,10 @@ class Step:
 
 def _call_runner(spec: CallSpec, device: str, n_out: int) -> Callable[[list[Buffer]], None]:
   return lambda buffers: run_call(spec, device, buffers[n_out:], buffers[:n_out])
+
+
+def _host_runner(node: UOp) -> Callable[[list[Buffer]], None]:
+  return lambda buffers: run_host(node, buffers[0], buffers[1:])
 
 
 @dataclass
@@ -95,7 +100,9 @@ class CompiledGraph:
                                _call_runner(spec, device, len(outs))))
         continue
       out_slots = tuple(slot(o) for o in item.outputs)
-      if item.kernel is None: self.steps.append(Step(None, None, (*out_slots, slot(item.inputs[0]))))
+      if item.host:
+        self.steps.append(Step(None, None, (*out_slots, *(slot(x) for x in item.inputs)), 1, _host_runner(item.output)))
+      elif item.kernel is None: self.steps.append(Step(None, None, (*out_slots, slot(item.inputs[0]))))
       else: self.steps.append(Step(None, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
     # all kernels compile together: one batch per device (tgfn/engine/realize.py)
     kernel_steps = [s for s in self.steps if s.lowered is not None]

@@ -20,6 +20,7 @@ from tgfn.engine import batch_cache
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn.helpers import DEBUG
+from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
@@ -223,7 +224,7 @@ class _Step:
   outputs: tuple[tuple[int, Any], ...]  # (size, dtype) of each output
   slots: tuple[int, ...]            # buffer slots: outputs first, then what it reads
   params: tuple[int, ...]           # the kernel's scalar parameters, as positions in the graph's PARAMs
-  call: Optional[Any] = None        # a sub-graph call (tgfn/uop/body.py) the engine runs instead of a kernel
+  call: Optional[Callable[[list[Buffer], list[Buffer]], None]] = None  # (inputs, outputs): a CALL or HOST
 
 
 @dataclass(frozen=True)
@@ -263,8 +264,16 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
       nodes = [group.get(i) or UOp(Ops.CALL, dt, item.inputs, (spec, i)) for i, (_, dt) in enumerate(spec.out_avals)]
       slots = tuple(slot_of.setdefault(o, len(slot_of)) for o in nodes) + tuple(slot_of[x] for x in item.inputs)
       outputs = tuple((math.prod(shape), dt) for shape, dt in spec.out_avals)
-      steps.append(_Step(None, device, Device[device], outputs, slots, (), spec))
+      steps.append(_Step(None, device, Device[device], outputs, slots, (),
+                         lambda ins, outs, spec=spec, device=device: run_call(spec, device, ins, outs)))
       if item.output.device is not None: remember += [(slot_of[o], o) for o in nodes]
+      cacheable = False
+      continue
+    if item.host:  # a NumPy function on the host; its node is kept for its arg and shapes: not kept
+      node = item.output
+      slots = (slot_of.setdefault(node, len(slot_of)),) + tuple(slot_of[x] for x in item.inputs)
+      steps.append(_Step(None, device, Device[device], ((math.prod(node.shape), node.dtype),), slots, (),
+                         lambda ins, outs, node=node: run_host(node, outs[0], ins)))
       cacheable = False
       continue
     reads = item.kernel.inputs if item.kernel is not None else item.inputs
@@ -324,8 +333,7 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
     if step.kernel is None or step.outputs[0][0] == 0:
       for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
       n = len(step.outputs)
-      if step.call is not None:
-        run_call(step.call, step.device, [buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
+      if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
       elif step.kernel is None: buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
       continue
     driver = step.driver

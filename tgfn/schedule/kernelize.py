@@ -63,6 +63,7 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
     if n.op is Ops.CONTIGUOUS: realize.add(n)
     if n.op is Ops.COPY: realize.update((n, n.src[0]) if n.src[0].op not in _INPUTS else (n,))
     if n.op is Ops.CALL: realize.update((n, *(s for s in n.src if s.op not in _INPUTS)))  # run by the engine
+    if n.op is Ops.HOST: realize.update((n, *(s for s in n.src if s.op not in _INPUTS)))  # a host call reads buffers
   parents: dict[UOp, list[UOp]] = {}
   for n in nodes:
     for s in n.src: parents.setdefault(s, []).append(n)

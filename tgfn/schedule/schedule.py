@@ -1,4 +1,4 @@
-"""Turn the outputs to realize into an ordered list of work items: kernels and copies."""
+"""Turn the outputs to realize into an ordered list of work items: kernels, copies and host calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +13,9 @@ from tgfn.uop.ops import Ops, UOp, toposort
 @dataclass(frozen=True)
 class ScheduleItem:
   outputs: tuple[UOp, ...]          # the tensor-level nodes this item materializes
-  kernel: Optional[LoweredKernel]   # None for a COPY between devices or a CALL
+  kernel: Optional[LoweredKernel]   # None for a COPY between devices, a CALL or a HOST call
   inputs: tuple[UOp, ...]           # tensor-level nodes whose buffers it reads
+  host: bool = False                # a HOST node: a NumPy function run on the host (tgfn/ops/host.py)
 
   @property
   def output(self) -> UOp: return self.outputs[0]
@@ -29,8 +30,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   items = []
   for group in group_kernels(realize, toposort(rewritten)):
     node = group[0]
-    if node.op is Ops.COPY:
-      items.append(ScheduleItem((name.get(node, node),), None, (name.get(node.src[0], node.src[0]),)))
+    if node.op in (Ops.COPY, Ops.HOST):
+      items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src), node.op is Ops.HOST))
     elif node.op is Ops.CALL:  # a sub-graph call: the engine runs its body (tgfn/engine/call.py)
       items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src)))
     else:

@@ -27,6 +27,11 @@ def _tnp():
   return tnp
 
 
+def _host():
+  import tgfn.ops.host as host
+  return host
+
+
 def _max_vjp(ct: Array, y: UOp) -> Cotangents:
   """JAX's convention: at a tie, each side gets half the cotangent."""
   tnp = _tnp()
@@ -116,6 +121,7 @@ VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.COPY: lambda ct, y: (Array(UOp(Ops.COPY, ct.dtype, (ct.uop,), y.src[0].device)),),
   Ops.DETACH: lambda ct, y: (None,),
   Ops.GATHER: _gather_vjp,
+  Ops.HOST: lambda ct, y: _host().host_vjp(ct, y),
 }
 
 # Ops through which no derivative flows, and why (checked for completeness by the rule-coverage test).

@@ -28,6 +28,11 @@ def _tnp():
   return tnp
 
 
+def _host():
+  import tgfn.ops.host as host
+  return host
+
+
 def _linear_binary(sign: float) -> Callable[[UOp, Sequence[Tangent]], Tangent]:
   def rule(y: UOp, ts: Sequence[Tangent]) -> Tangent:
     a, b = ts
@@ -104,6 +109,7 @@ JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.COPY: _unary(lambda y, t: Array(UOp(Ops.COPY, t.dtype, (t.uop,), y.arg))),
   Ops.DETACH: _unary(lambda y, t: None),
   Ops.GATHER: lambda y, ts: Array(UOp(Ops.GATHER, y.dtype, (ts[0].uop, y.src[1]), y.arg)),  # linear in the source
+  Ops.HOST: lambda y, ts: _host().host_jvp(y, ts),
 }
 NO_JVP_NEEDED = NO_VJP_NEEDED
 

@@ -37,6 +37,11 @@ def _gather_rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
   return Array(UOp(Ops.GATHER, y.dtype, (_lead(x, bx, size).uop, _lead(index, bi, size).uop), y.arg + 1))
 
 
+def _host_batch(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+  from tgfn.ops.host import host_batch
+  return host_batch(y, srcs, size)
+
+
 BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   **{op: _alu_rule for op in GroupOp.ALU},
   Ops.REDUCE_AXIS: _with_arg(lambda y, n: (y.arg[0], tuple(a + 1 for a in y.arg[1]))),
@@ -50,6 +55,7 @@ BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   Ops.COPY: _with_arg(lambda y, n: y.arg),
   Ops.DETACH: _with_arg(lambda y, n: y.arg),
   Ops.GATHER: _gather_rule,
+  Ops.HOST: lambda y, srcs, n: _host_batch(y, srcs, n),
 }
 NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
   Ops.BUFFER: "a leaf: never batched", Ops.CONST: "a leaf: never batched", Ops.PARAM: "a leaf: never batched",

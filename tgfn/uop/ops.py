@@ -50,6 +50,8 @@ class Ops(Enum):
   # ---- realization (tensor level)
   CONTIGUOUS = auto()   # force a kernel boundary: the value is materialized in a buffer
   COPY = auto()         # arg: target device name
+  HOST = auto()         # arg: (function name, static params, shape); a NumPy function run on the host over the
+                        # realized sources, its outputs packed along the last axis (tgfn/ops/host.py)
   # ---- transform markers (tensor level): the value of src[0], with special meaning to transforms
   DETACH = auto()       # stop_gradient: no derivative flows through
   CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
@@ -269,6 +271,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op in (Ops.CONST, Ops.PARAM): return ()
   if op is Ops.CALL: return arg[0].out_avals[arg[1]][0]
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
+  if op is Ops.HOST: return arg[2]
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
   if op is Ops.PAD: return tuple(s + lo + hi for s, (lo, hi) in zip(src, arg))

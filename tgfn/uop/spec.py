@@ -95,6 +95,9 @@ def verify_tensor_graph(root: UOp, inputs: frozenset = frozenset()) -> None:
         _fail(u, f"index of shape {index.shape} must match {x.shape} except along axis {arg}")
       if x.shape[arg] == 0 and math.prod(index.shape): _fail(u, "gathers from an empty axis")
     elif op is Ops.CALL: _check_call(u)
+    elif op is Ops.HOST:
+      from tgfn.ops.host import check_host_node
+      if (problem := check_host_node(u)) is not None: _fail(u, problem)
     elif op is Ops.PLACEHOLDER:
       if u in inputs: continue
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
