@@ -41,3 +41,12 @@ def test_float_to_int_cast_at_the_range_edges(device: str, src: DType, dst: DTyp
   np.testing.assert_array_equal(np.asarray(loaded), want, err_msg=f"{src.name} -> {dst.name} of {values}")
   folded = tnp.stack([tnp.full((), v, dtype=src).astype(dst) for v in values])  # casts of constants, one kernel
   np.testing.assert_array_equal(np.asarray(folded), want, err_msg=f"constant {src.name} -> {dst.name} of {values}")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 8, 33])
+def test_narrowing_then_widening_rounds(device, n):
+  """float64 -> float32 -> float64 rounds to float32 (gcc 12's SLP vectorizer folded the pair of a short
+  loop into a copy on the CPU)."""
+  x = np.random.default_rng(n).random(n)
+  got = np.asarray(tnp.array(x).astype(tnp.float32).astype(tnp.float64))
+  np.testing.assert_array_equal(got, x.astype(np.float32).astype(np.float64))
