@@ -117,6 +117,9 @@ def cache_key(ast: UOp, device: str, width: int) -> str:
 def _searchable(ast: UOp, kernel: LoweredKernel) -> bool:
   nodes = toposort([ast])
   if any(u.op is Ops.RANGE and u.size == 0 for u in nodes) or any(0 in b.shape for b in kernel.buffers): return False
+  # the candidates are checked on the first output with buffers only: a kernel storing several outputs, or
+  # taking scalar parameters (eager Python scalars; jitted kernels have none), keeps the heuristic's opts
+  if kernel.n_outputs > 1 or kernel.params: return False
   # an index or gate computed from loaded values: random data could address memory out of bounds
   addresses = [x for u in nodes if u.op in (Ops.LOAD, Ops.STORE) for x in (u.src[1:] if u.op is Ops.LOAD else u.src[1:2])]
   return not any(s.op is Ops.LOAD for s in toposort(addresses))

@@ -292,7 +292,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
 # On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
 # os.environ.get costs about a microsecond -- and eager code realizes on every observed operation
 _ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
-_PLAN_SWITCHES = ("DEV", "TRANSCENDENTAL", "STRICT_FLOAT")  # the default device, codegen's switches
+_PLAN_SWITCHES = ("DEV", "TRANSCENDENTAL", "STRICT_FLOAT", "NOOPT", "BEAM")  # the default device, codegen's switches
 _PLAN_SWITCH_KEYS = tuple(name.encode() for name in _PLAN_SWITCHES)
 
 

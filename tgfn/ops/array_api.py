@@ -13,19 +13,19 @@ import numpy as np
 
 from tgfn.array import Array, as_array
 from tgfn.device import Device
-from tgfn.dtype import ALL_DTYPES, DType, dtypes, sum_dtype, to_dtype
+from tgfn.dtype import ALL_DTYPES, DType, dtypes, to_dtype
 from tgfn.dtype import result_type as _promote
-from tgfn.ops.creation import arange, asarray, zeros
+from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
-from tgfn.ops.reduction import cumsum, sum
+from tgfn.ops.reduction import sum
 from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
 from tgfn.uop.ops import Ops, UOp
 
 __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh", "asinh", "atanh", "pow",
            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
            "matrix_transpose", "vecdot", "real", "imag", "conj", "signbit", "copysign", "nextafter",
-           "cumulative_sum", "cumulative_prod", "unique_all", "unique_counts", "unique_inverse", "unique_values",
-           "isdtype", "can_cast", "result_type", "tril", "triu", "diff", "meshgrid", "count_nonzero", "nonzero", "unstack"]
+           "unique_all", "unique_counts", "unique_inverse", "unique_values",
+           "isdtype", "can_cast", "result_type", "unstack"]
 
 pow = power
 bitwise_invert, bitwise_left_shift, bitwise_right_shift = invert, left_shift, right_shift
@@ -172,41 +172,6 @@ def nextafter(x1: Any, x2: Any) -> Array:
 
 
 # ---- cumulative
-def _cumulative_setup(x: Any, axis: Optional[int], fn: str) -> tuple[Array, int]:
-  x = as_array(x)
-  if axis is None:
-    if x.ndim > 1: raise ValueError(f"{fn}: axis is required for arrays with more than one dimension, got shape {x.shape}")
-    x = reshape(x, (-1,))
-    axis = 0
-  return x, axis % x.ndim
-
-
-def _with_initial(out: Array, axis: int, value: int) -> Array:
-  shape = out.shape[:axis] + (1,) + out.shape[axis + 1:]
-  return concatenate([Array.const(value, out.dtype, shape), out], axis)
-
-
-def cumulative_sum(x: Any, axis: Optional[int] = None, dtype: Any = None, include_initial: bool = False) -> Array:
-  """Inclusive prefix sums along `axis` (optional for 1-D x); include_initial prepends a 0."""
-  x, ax = _cumulative_setup(x, axis, "cumulative_sum")
-  out = cumsum(x, ax, dtype)
-  return _with_initial(out, ax, 0) if include_initial else out
-
-
-def cumulative_prod(x: Any, axis: Optional[int] = None, dtype: Any = None, include_initial: bool = False) -> Array:
-  """Inclusive prefix products along `axis`: log2(n) rounds of multiplying by the value `step` places
-  back (Hillis-Steele); include_initial prepends a 1."""
-  x, ax = _cumulative_setup(x, axis, "cumulative_prod")
-  out = moveaxis(x.astype(to_dtype(dtype) if dtype is not None else sum_dtype(x.dtype)), ax, -1)
-  n, step = out.shape[-1], 1
-  while step < n:
-    ones = Array.const(1, out.dtype, out.shape[:-1] + (step,))
-    out = out * concatenate([ones, out[..., :n - step]], -1)
-    step *= 2
-  out = moveaxis(out, -1, ax)
-  return _with_initial(out, ax, 1) if include_initial else out
-
-
 # ---- data-dependent shapes: computed from concrete values on the host
 def _host(x: Any, fn: str) -> tuple[Array, np.ndarray]:
   x = as_array(x)
@@ -265,58 +230,4 @@ def unique_all(x: Any) -> UniqueAllResult:
   return UniqueAllResult(*_unique(x, "unique_all"))
 
 
-def nonzero(x: Any) -> tuple[Array, ...]:
-  """The indices of the non-zero elements, one int32 array per axis (needs concrete values)."""
-  x, host = _host(x, "nonzero")
-  if x.ndim == 0: raise ValueError("nonzero is not defined for 0-d arrays; use atleast_1d or x[None]")
-  return tuple(asarray(i.astype(np.int32)) for i in np.nonzero(host))
-
-
-def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
-  x = as_array(x)
-  return sum(x != 0, axis=axis, keepdims=keepdims)
-
-
 # ---- creation and differences
-def _triangle(x: Any, k: int, lower: bool) -> Array:
-  x = as_array(x)
-  if x.ndim < 2: raise ValueError(f"tril/triu need at least 2 dimensions, got shape {x.shape}")
-  rows, cols = x.shape[-2:]
-  offset = arange(cols, dtype=dtypes.int64)[None, :] - arange(rows, dtype=dtypes.int64)[:, None]
-  keep = offset <= k if lower else offset >= k
-  return where(keep, x, Array.const(0, x.dtype))
-
-
-def tril(x: Any, k: int = 0) -> Array: return _triangle(x, k, lower=True)
-def triu(x: Any, k: int = 0) -> Array: return _triangle(x, k, lower=False)
-
-
-def diff(x: Any, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Array:
-  """The n-th forward difference along `axis` (bool arrays: not-equal)."""
-  x = as_array(x)
-  if n < 0: raise ValueError(f"diff: order n must be non-negative, got {n}")
-  ax = axis % x.ndim
-  parts = [p for p in (prepend, x, append) if p is not None]
-  if len(parts) > 1:
-    shape = lambda p: x.shape[:ax] + (1,) + x.shape[ax + 1:] if as_array(p).ndim == 0 else as_array(p).shape
-    x = concatenate([as_array(p)._broadcast_to(shape(p)) if p is not x else p for p in parts], ax)
-  for _ in range(n):
-    hi = x[(slice(None),) * ax + (slice(1, None),)]
-    lo = x[(slice(None),) * ax + (slice(None, -1),)]
-    x = (hi != lo) if x.dtype.is_bool else hi - lo
-  return x
-
-
-def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Array]:
-  """Coordinate grids from 1-D arrays ('xy': the first two axes swapped, as NumPy)."""
-  if indexing not in ("xy", "ij"): raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-  arrays = [reshape(as_array(a), (-1,)) for a in arrays]
-  sizes = [a.shape[0] for a in arrays]
-  if indexing == "xy" and len(arrays) >= 2: sizes[0], sizes[1] = sizes[1], sizes[0]
-  out = []
-  for i, a in enumerate(arrays):
-    axis = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and len(arrays) >= 2 else i
-    shape = tuple(s if j == axis else 1 for j, s in enumerate(sizes))
-    out.append(reshape(a, shape)._broadcast_to(tuple(sizes)))
-  return out
-

@@ -95,12 +95,13 @@ def _build(outs: Sequence[UOp], holders: Sequence[UOp]) -> Jaxpr:
   invars = tuple(f"{new(u)}:{aval(u)}" for u in holders)
 
   def ref(u: UOp) -> str:
-    if u.op is Ops.CONST: return f"{u.arg!r}:{aval(u)}"
+    # a PARAM is a Python scalar (an eager kernel argument): a literal here too
+    if u.op in (Ops.CONST, Ops.PARAM): return f"{u.arg!r}:{aval(u)}"
     return names[u]
 
   eqns = []
   for u in nodes:
-    if u in names or u.op is Ops.CONST: continue
+    if u in names or u.op in (Ops.CONST, Ops.PARAM): continue
     inputs = tuple(ref(s) for s in u.src)
     primitive = "stop_gradient" if u.op is Ops.DETACH else u.op.name.lower()
     eqns.append(Equation(new(u), aval(u), primitive, _params(u), inputs))
