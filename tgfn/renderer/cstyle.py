@@ -4,10 +4,12 @@ Constants, buffers and loop counters are spelled inline."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Optional
 
-from tgfn.dtype import DType, dtypes
+from tgfn.dtype import DType, dtype_from_name, dtypes
 from tgfn.renderer import Renderer
+from tgfn.renderer.cvector import VectorALU
 from tgfn.codegen.policy import strict_float
 from tgfn.uop.ops import AxisType, Ops, UOp
 
@@ -115,6 +117,7 @@ def _lanewise(u: UOp, scalar: Callable[[Callable[[UOp], str]], str], ref: Callab
   return (f"({{ {u.dtype.cname} _r; for (int _l = 0; _l < {u.dtype.count}; _l++) _r[_l] = {scalar(lane_ref)}; _r; }})")
 
 
+_VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
 _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 
 
@@ -177,6 +180,8 @@ class CStyleRenderer(Renderer):
     written = {u.src[0].arg for u in program if u.op is Ops.STORE}
     params = [f"{'' if i in written else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
     body = "\n".join(lines)
+    # every vector type the body names, the masks of native vector ops (tgfn/renderer/cvector.py) included
+    vectors.update((n, dtype_from_name(n)) for n in dict.fromkeys(_VECTOR_NAME.findall(body)))
     typedefs = "".join(f"typedef {dt.scalar().cname if not dt.is_bool else 'unsigned char'} {dt.cname} "
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
                        f"typedef {dt.cname} {dt.cname}_u __attribute__((aligned({dt.itemsize})));\n"
@@ -231,6 +236,7 @@ class CStyleRenderer(Renderer):
           (scalar.is_float or scalar.itemsize >= 4):
         return f"({ref(srcs[0])} {_NATIVE_VECTOR[op]} {ref(srcs[1])})"
       if op is Ops.FDIV: return f"({ref(srcs[0])} / {ref(srcs[1])})"
+      if (native := VectorALU(ref).render(u)) is not None: return native
       return _lanewise(u, lambda r: self.render_scalar_alu(u, r, scalar), ref)
     return self.render_scalar_alu(u, ref, u.dtype)
 
