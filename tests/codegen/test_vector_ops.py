@@ -146,3 +146,8 @@ def test_casts_from_narrow(src, monkeypatch):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_trunc(dtype, monkeypatch):
   _check(lambda a: tnp.trunc(a), [_values(dtype)], monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + WIDE_INTS)
+def test_max_reduction_into_a_vector_accumulator(dtype, monkeypatch):
+  _check(lambda a, b: tnp.max(tnp.stack([a, b, a * 2]), axis=0), _pair(dtype), monkeypatch)

@@ -224,6 +224,7 @@ class CStyleRenderer(Renderer):
       return (f"({{ {acc.dtype.cname} _r; for (int _l = 0; _l < {acc.dtype.count}; _l++) "
               f"_r[_l] = {fn}({a}, {b}, {ref(acc)}[_l]); _r; }})")
     if u.arg in (Ops.ADD, Ops.MUL) and not dtype.is_bool: return f"({ref(acc)} {_NATIVE_VECTOR[u.arg]} {ref(value)})"
+    if (native := VectorALU(ref).alu(u.arg, acc.dtype, (acc, value))) is not None: return native
     return _lanewise(acc, lambda r: c_binary(u.arg, r(acc), r(value), dtype, value), ref)
 
   def render_alu(self, u: UOp, ref: Callable[[UOp], str]) -> str:

@@ -67,8 +67,10 @@ class VectorALU:
     count = srcs[0].dtype.count
     return all(s.dtype.count == count > 1 and s.dtype.scalar() not in _HALF for s in srcs)
 
-  def render(self, u: UOp) -> Optional[str]:
-    op, srcs, dtype = u.op, u.src, u.dtype
+  def render(self, u: UOp) -> Optional[str]: return self.alu(u.op, u.dtype, u.src)
+
+  def alu(self, op: Ops, dtype: DType, srcs: tuple[UOp, ...]) -> Optional[str]:
+    """`op` on `srcs` giving a `dtype` vector, or None where there is no exact whole-vector form."""
     if dtype.scalar() in _HALF or not srcs or not self._fits(srcs): return None
     r = [self.ref(s) for s in srcs]
     scalar, src = dtype.scalar(), srcs[0].dtype.scalar()
@@ -78,7 +80,7 @@ class VectorALU:
     if scalar.is_bool:
       if op in _BOOL_ARITH: return f"({r[0]} {_BOOL_ARITH[op]} {r[1]})"
       if op is Ops.NEG: return f"({r[0]} ^ {_splat('1', dtype)})"
-      if op is Ops.CAST: return self.cast(u, r[0], src)
+      if op is Ops.CAST: return self.cast(srcs[0], r[0], dtype)
       return None
     if op in _ARITH: return f"({r[0]} {_ARITH[op]} {r[1]})"
     if op is Ops.NEG: return f"(-{r[0]})"
@@ -89,16 +91,14 @@ class VectorALU:
     if op in (Ops.SHL, Ops.SHR) and scalar.is_int and (k := _const_shift(srcs[1], scalar.bits)) is not None:
       return f"({r[0]} {'<<' if op is Ops.SHL else '>>'} {k})"
     if op is Ops.BITCAST and dtype.itemsize == srcs[0].dtype.itemsize and not src.is_bool: return f"(({dtype.cname}){r[0]})"
-    if op is Ops.CAST: return self.cast(u, r[0], src)
+    if op is Ops.CAST: return self.cast(srcs[0], r[0], dtype)
     if op is Ops.TRUNC and scalar.is_float: return _trunc(r[0], dtype)
     return None
 
-  def cast(self, u: UOp, x: str, src: DType) -> str:
-    dtype = u.dtype
-    if dtype.is_bool:
-      zero = _splat("0", u.src[0].dtype)
-      return _to_bool(f"(({mask_dtype(u.src[0].dtype).cname})({x} != {zero}))", dtype)
-    if src.is_float and dtype.is_int: return _float_to_int(x, u.src[0].dtype, dtype)
+  def cast(self, x_uop: UOp, x: str, dtype: DType) -> str:
+    src = x_uop.dtype
+    if dtype.is_bool: return _to_bool(f"(({mask_dtype(src).cname})({x} != {_splat('0', src)}))", dtype)
+    if src.is_float and dtype.is_int: return _float_to_int(x, src, dtype)
     return f"__builtin_convertvector({x}, {dtype.cname})"
 
 
