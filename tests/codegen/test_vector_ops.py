@@ -151,3 +151,17 @@ def test_trunc(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", FLOATS + WIDE_INTS)
 def test_max_reduction_into_a_vector_accumulator(dtype, monkeypatch):
   _check(lambda a, b: tnp.max(tnp.stack([a, b, a * 2]), axis=0), _pair(dtype), monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", WIDE_INTS + NARROW)
+def test_variable_shifts(dtype, monkeypatch):
+  """Amounts in [-70, 70): negative and past the width included."""
+  def fn(a, b):
+    x, k = a.astype(dtype), (b % 140 - 70).astype(dtype)
+    return ((x << k) ^ (x >> k)).astype("int64")
+  _check(fn, _pair("int64"), monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", WIDE_INTS + NARROW)
+def test_division_by_a_constant(dtype, monkeypatch):
+  _check(lambda a: ((a.astype(dtype) // 7) * 3 + (a.astype(dtype) % 5)).astype("int64"), [_values("int64")], monkeypatch)

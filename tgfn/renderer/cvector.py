@@ -27,12 +27,22 @@ def mask_dtype(dtype: DType) -> DType:
   return _MASK[dtype.itemsize].vec(dtype.count)
 
 
-def _const_shift(amount: UOp, bits: int) -> Optional[int]:
-  """The shift amount when every lane shifts by one constant within the width, else None."""
-  lanes = amount.src if amount.op is Ops.VECTORIZE else (amount,)
+def _splatted_const(u: UOp) -> Optional[int]:
+  """The value of a vector whose lanes are all one constant, else None."""
+  lanes = u.src if u.op is Ops.VECTORIZE else (u,)
   if not all(s.op is Ops.CONST for s in lanes) or len({s.arg for s in lanes}) != 1: return None
-  k = lanes[0].arg
-  return k if 0 <= k < bits else None
+  return lanes[0].arg
+
+
+def _shift(op: Ops, a: str, b: str, amount: UOp, dtype: DType) -> str:
+  """alu._shift: an amount outside [0, bits) gives 0, or -1 for an arithmetic right shift of a negative."""
+  bits, sym = dtype.scalar().bits, "<<" if op is Ops.SHL else ">>"
+  k = _splatted_const(amount)
+  if k is not None and 0 <= k < bits: return f"({a} {sym} {k})"
+  too_far = f"({a} >> {bits - 1})" if op is Ops.SHR and not dtype.scalar().is_unsigned else _splat("0", dtype)
+  m, u = mask_dtype(dtype).cname, _MASK[dtype.itemsize].vec(dtype.count).cname.replace("tg_int", "tg_uint")
+  inside = f"(({m})((({u}){b}) < {bits}))"
+  return _blend(inside, f"({a} {sym} ({b} & {bits - 1}))", too_far, dtype)
 
 
 def _splat(value: str, dtype: DType) -> str: return f"(({dtype.cname}){{{', '.join([value] * dtype.count)}}})"
@@ -88,8 +98,9 @@ class VectorALU:
       m = mask_dtype(dtype)
       greater = f"({r[0]} > {r[1]})" if not scalar.is_float else f"(({r[0]} != {r[0]}) | ({r[0]} > {r[1]}))"
       return _blend(f"(({m.cname}){greater})", r[0], r[1], dtype)
-    if op in (Ops.SHL, Ops.SHR) and scalar.is_int and (k := _const_shift(srcs[1], scalar.bits)) is not None:
-      return f"({r[0]} {'<<' if op is Ops.SHL else '>>'} {k})"
+    if op in (Ops.SHL, Ops.SHR) and scalar.is_int: return _shift(op, r[0], r[1], srcs[1], dtype)
+    if op in (Ops.IDIV, Ops.MOD) and scalar.is_int and (d := _splatted_const(srcs[1])) is not None and d not in (0, -1):
+      return f"({r[0]} {'/' if op is Ops.IDIV else '%'} {r[1]})"  # C truncates toward zero, as alu.py's IDIV and MOD
     if op is Ops.BITCAST and dtype.itemsize == srcs[0].dtype.itemsize and not src.is_bool: return f"(({dtype.cname}){r[0]})"
     if op is Ops.CAST: return self.cast(srcs[0], r[0], dtype)
     if op is Ops.TRUNC and scalar.is_float: return _trunc(r[0], dtype)
