@@ -14,6 +14,7 @@ from tgfn.dtype import DType, dtypes
 from tgfn.uop.ops import Ops, UOp
 
 _MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+_UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _BITWISE = {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 _ARITH = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
@@ -40,8 +41,8 @@ def _shift(op: Ops, a: str, b: str, amount: UOp, dtype: DType) -> str:
   k = _splatted_const(amount)
   if k is not None and 0 <= k < bits: return f"({a} {sym} {k})"
   too_far = f"({a} >> {bits - 1})" if op is Ops.SHR and not dtype.scalar().is_unsigned else _splat("0", dtype)
-  m, u = mask_dtype(dtype).cname, _MASK[dtype.itemsize].vec(dtype.count).cname.replace("tg_int", "tg_uint")
-  inside = f"(({m})((({u}){b}) < {bits}))"
+  unsigned = _UNSIGNED[dtype.itemsize].vec(dtype.count).cname  # a negative amount is then >= bits
+  inside = f"(({mask_dtype(dtype).cname})((({unsigned}){b}) < {bits}))"
   return _blend(inside, f"({a} {sym} ({b} & {bits - 1}))", too_far, dtype)
 
 
