@@ -4,10 +4,12 @@ Constants, buffers and loop counters are spelled inline."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Optional, Sequence
 
-from tgfn.dtype import DType, dtypes
+from tgfn.dtype import DType, dtype_from_name, dtypes
 from tgfn.renderer import Renderer
+from tgfn.renderer.cvector import VectorALU
 from tgfn.codegen.policy import strict_float
 from tgfn.uop.ops import AxisType, Ops, UOp
 
@@ -125,6 +127,7 @@ def _lanewise(u: UOp, scalar: Callable[[Callable[[UOp], str]], str], ref: Callab
   return (f"({{ {u.dtype.cname} _r; for (int _l = 0; _l < {u.dtype.count}; _l++) _r[_l] = {scalar(lane_ref)}; _r; }})")
 
 
+_VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
 _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 
 
@@ -194,6 +197,8 @@ class CStyleRenderer(Renderer):
     params += [f"{param_ctype(dt)} var{i}" for i, dt in enumerate(param_dtypes)]
     arg_names = [f"data{i}" for i in range(len(buffer_dtypes))] + [f"var{i}" for i in range(len(param_dtypes))]
     body = "\n".join(lines)
+    # every vector type the body names, the masks of native vector ops (tgfn/renderer/cvector.py) included
+    vectors.update((n, dtype_from_name(n)) for n in dict.fromkeys(_VECTOR_NAME.findall(body)))
     typedefs = "".join(f"typedef {dt.scalar().cname if not dt.is_bool else 'unsigned char'} {dt.cname} "
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
                        f"typedef {dt.cname} {dt.cname}_u __attribute__((aligned({dt.itemsize})));\n"
@@ -236,6 +241,7 @@ class CStyleRenderer(Renderer):
       return (f"({{ {acc.dtype.cname} _r; for (int _l = 0; _l < {acc.dtype.count}; _l++) "
               f"_r[_l] = {fn}({a}, {b}, {ref(acc)}[_l]); _r; }})")
     if u.arg in (Ops.ADD, Ops.MUL) and not dtype.is_bool: return f"({ref(acc)} {_NATIVE_VECTOR[u.arg]} {ref(value)})"
+    if (native := VectorALU(ref).alu(u.arg, acc.dtype, (acc, value))) is not None: return native
     return _lanewise(acc, lambda r: c_binary(u.arg, r(acc), r(value), dtype, value), ref)
 
   def render_alu(self, u: UOp, ref: Callable[[UOp], str]) -> str:
@@ -248,6 +254,7 @@ class CStyleRenderer(Renderer):
           (scalar.is_float or scalar.itemsize >= 4):
         return f"({ref(srcs[0])} {_NATIVE_VECTOR[op]} {ref(srcs[1])})"
       if op is Ops.FDIV: return f"({ref(srcs[0])} / {ref(srcs[1])})"
+      if (native := VectorALU(ref).render(u)) is not None: return native
       return _lanewise(u, lambda r: self.render_scalar_alu(u, r, scalar), ref)
     return self.render_scalar_alu(u, ref, u.dtype)
 
