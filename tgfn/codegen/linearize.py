@@ -68,7 +68,8 @@ class _Linearizer:
   def deps(self, root: UOp) -> frozenset[UOp]:
     """The RANGEs whose loops must be open to compute `root`."""
     if root not in self._deps:
-      for u in self.order([root]):
+      # walk only what is not known yet: a deep chain would otherwise be walked once per node (quadratic)
+      for u in toposort([root], lambda u: () if u in self._deps else self.children(u)):
         if u in self._deps: continue
         if u.op is Ops.RANGE: self._deps[u] = frozenset({u})
         elif (red := self.reductions.get(u)) is not None:
@@ -79,7 +80,7 @@ class _Linearizer:
   def accs_below(self, root: UOp) -> frozenset[UOp]:
     """The accumulators `root` reads, directly or through other values."""
     if root not in self._accs_below:
-      for u in self.order([root]):
+      for u in toposort([root], lambda u: () if u in self._accs_below else self.children(u)):
         if u in self._accs_below: continue
         below = frozenset().union(*(self._accs_below[c] for c in self.children(u)))
         self._accs_below[u] = below | {u} if u in self.reductions else below
