@@ -16,24 +16,14 @@ A value joins a group when
 """
 from __future__ import annotations
 
+from tgfn.schedule.kernelize import _INPUTS, _unrealized
 from tgfn.uop.ops import GroupOp, Ops, UOp
-
-_INPUTS = (Ops.BUFFER, Ops.PLACEHOLDER)
 
 
 def _reads(node: UOp, realize: set[UOp]) -> tuple[set[UOp], bool]:
   """The realized values and inputs `node`'s kernel loads, and whether its kernel reduces."""
-  reads, reduces, seen, stack = set(), False, set(), [node]
-  while stack:
-    x = stack.pop()
-    if x in seen: continue
-    seen.add(x)
-    if x is not node and (x in realize or x.op in _INPUTS):
-      reads.add(x)
-      continue
-    reduces |= x.op is Ops.REDUCE_AXIS
-    stack.extend(x.src)
-  return reads, reduces
+  part = _unrealized(node, realize)
+  return {s for x in part for s in x.src if s in realize or s.op in _INPUTS}, any(x.op is Ops.REDUCE_AXIS for x in part)
 
 
 def _reads_in_place(node: UOp, members: set[UOp], realize: set[UOp]) -> bool:
@@ -78,11 +68,14 @@ def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> li
     stack = [first]
     while stack:  # depth first; the grouping rules leave no cycle
       g = stack[-1]
-      waiting = [n for n in needs[g] if n not in done]
-      if g in done or not waiting:
-        if g not in done: done.add(g); placed.append(g)  # noqa: E702
-        stack.pop()
-      else: stack.extend(waiting)
+      waiting = [] if g in done else [n for n in needs[g] if n not in done]
+      if waiting:
+        stack.extend(waiting)
+        continue
+      stack.pop()
+      if g not in done:
+        done.add(g)
+        placed.append(g)
   return [groups[i] for i in placed]
 
 
