@@ -209,15 +209,26 @@ class Array:
 
   def _gather(self, index: Array, axis: int) -> Array:
     """The GATHER primitive: `out[..., i, ...] = self[..., index[..., i, ...], ...]` along `axis`, each index
-    clamped into the axis. `index` (integer) has self's shape except along `axis`; the result has its shape."""
+    clamped into the axis. `index` (integer) has self's shape except along `axis` and where self has size 1
+    (broadcast); the result has its shape."""
     if not index.dtype.is_int or index.dtype is dtypes.uint64:  # int64 holds every value of the others
       raise TypeError(f"gather indices must be integers other than uint64, got {index.dtype.name}")
-    if index.ndim != self.ndim or any(a != b for k, (a, b) in enumerate(zip(index.shape, self.shape)) if k != axis):
+    if index.ndim != self.ndim or any(a != b and b != 1 for k, (a, b) in enumerate(zip(index.shape, self.shape)) if k != axis):
       raise ValueError(f"gather along axis {axis}: indices of shape {index.shape} must match the array's shape "
-                       f"{self.shape} except along that axis")
+                       f"{self.shape} except along that axis and where the array has size 1")
     if self.shape[axis] == 0 and index.size:
       raise IndexError(f"cannot gather from axis {axis} of size 0 (indices of shape {index.shape})")
     return Array(UOp(Ops.GATHER, self.dtype, (self.uop, index.uop), axis))
+
+  def _scatter(self, positions: Array, updates: Array, op: Optional[Ops]) -> Array:
+    """The SCATTER primitive: self with, update by update in order, `out.flat[p] = out.flat[p] <op> u` (or
+    `= u` when op is None, so the last of repeated positions wins); positions outside [0, self.size) are
+    dropped. `positions` (integer) and `updates` (self's dtype) have one shape."""
+    if not positions.dtype.is_int or positions.dtype is dtypes.uint64:
+      raise TypeError(f"scatter positions must be integers other than uint64, got {positions.dtype.name}")
+    if positions.shape != updates.shape:
+      raise ValueError(f"scatter: positions of shape {positions.shape} but updates of shape {updates.shape}")
+    return Array(UOp(Ops.SCATTER, self.dtype, (self.uop, positions.uop, updates.astype(self.dtype).uop), op))
 
   def _reshape(self, shape: tuple[int, ...]) -> Array:
     return self if shape == self.shape else self._movement(Ops.RESHAPE, tuple(shape))

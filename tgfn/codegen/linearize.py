@@ -1,6 +1,8 @@
 """Order a kernel AST into a flat program with explicit loops.
 
-The output loops (THREAD first, then GLOBAL, by id) are the outer loops. Every other node is placed in
+The output loops (THREAD first, then GLOBAL, by id) are the outer loops; inside them the stores come in
+order, each within its own sequential loops (AxisType.LOOP: a scatter's copy, then its pass over the
+updates), which close before the next store's open. Every other node is placed in
 the innermost loop it depends on, in dependency order, so loop-invariant work is hoisted. Each REDUCE
 becomes an accumulator: DEFINE_ACC before its loops, ASSIGN acc = acc <op> value inside them (once per
 value, in order), and after the loops the DEFINE_ACC itself stands for the result. REDUCEs over the
@@ -132,9 +134,13 @@ def linearize(ast: UOp) -> list[UOp]:
   """Flatten a kernel SINK into a program list (see the module docstring)."""
   ast, reductions = _accumulators(ast)
   lin = _Linearizer(reductions)
-  outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast)]
+  outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
   outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
   for rng in outer: lin.place(rng)
-  lin.emit_scope([ast], frozenset(outer))
+  for store in ast.src:  # in order: a store's sequential loops (AxisType.LOOP) end before the next store's begin
+    loops = sorted(lin.deps(store) - frozenset(outer), key=lambda r: r.arg[0])
+    for rng in loops: lin.place(rng)
+    lin.emit_scope([store], frozenset(outer) | frozenset(loops))
+    for rng in reversed(loops): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
   for rng in reversed(outer): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
   return [u for u in lin.program if u.op is not Ops.SINK]

@@ -12,7 +12,7 @@ from tgfn.codegen.decompositions import decompose_transcendentals, force_decompo
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
 from tgfn.renderer import Renderer
-from tgfn.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from tgfn.uop.ops import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from tgfn.uop.symbolic import symbolic
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
@@ -66,5 +66,5 @@ def takes_opts(renderer: Renderer) -> bool:
 
 
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-  if not takes_opts(renderer): return []
+  if not takes_opts(renderer) or any(u.op is Ops.RANGE and u.kind is AxisType.LOOP for u in ast.toposort()): return []
   return hand_coded_opts(ast, renderer.vector_bytes, renderer.registers)

@@ -274,28 +274,32 @@ def _gather(y: Array, plan: _Plan, mode: Optional[str], fill_value: Any) -> Arra
     stride = math.prod(sizes[k + 1:])
     terms.append(i if stride == 1 else i * stride)
   linear = sum(terms[1:], terms[0])
+  if len(adv) == 1:  # read along the axis where it is: no transpose of the source (nor of its gradient)
+    return _gather_along(y, adv[0].axis, linear._broadcast_to(batch), valid, fill_value)
   rest = [ax for ax in range(y.ndim) if ax not in {a.axis for a in adv}]
   kept = tuple(y.shape[ax] for ax in rest)
   src = y._permute(tuple(rest) + tuple(a.axis for a in adv))._reshape(kept + (math.prod(sizes),))
-  out = _gather_along(src, linear._broadcast_to(batch), valid, fill_value)
+  out = _gather_along(src, len(kept), linear._broadcast_to(batch), valid, fill_value)
   at = adv[0].axis if plan.adjacent else 0
   order = list(range(at)) + list(range(len(kept), len(kept) + len(batch))) + list(range(at, len(kept)))
   return out._permute(tuple(order))
 
 
-def _gather_along(src: Array, index: Array, valid: Optional[Array], fill_value: Any) -> Array:
-  """`src[..., index]`: the last axis of `src` (shape kept + (n,)) read at every position of `index`
-  (shape B, wrapped, clamped by GATHER), giving kept + B; where `valid` (shape B) is False, the fill."""
-  kept, n, batch = src.shape[:-1], src.shape[-1], index.shape
-  full = kept + batch
+def _gather_along(src: Array, axis: int, index: Array, valid: Optional[Array], fill_value: Any) -> Array:
+  """`src` read along `axis` at every position of `index` (shape B, wrapped, clamped by GATHER): src's
+  shape with that axis replaced by B. Where `valid` (shape B) is False, the fill."""
+  before, n, after, batch = src.shape[:axis], src.shape[axis], src.shape[axis + 1:], index.shape
+  full = before + batch + after
   if n == 0: out = Array.const(0, src.dtype, full)  # only reached with every position invalid (or none)
   else:
-    wide = src._reshape(kept + (1,) * len(batch) + (n,))._broadcast_to(full + (n,))
-    at = index._reshape((1,) * len(kept) + batch + (1,))._broadcast_to(full + (1,))
-    out = wide._gather(at, len(full))._reshape(full)
+    lanes = batch or (1,)  # GATHER keeps the rank: the batch axes stand where `axis` was, the source
+    wide = src._reshape(before + (1,) * (len(lanes) - 1) + (n,) + after)  # is read at 0 along all but the last
+    at = index._reshape((1,) * len(before) + lanes + (1,) * len(after))._broadcast_to(before + lanes + after)
+    out = wide._gather(at, len(before) + len(lanes) - 1)._reshape(full)
   if valid is None: return out
   fill = Array.const(_default_fill(src.dtype) if fill_value is None else fill_value, src.dtype, full)
-  return valid._reshape((1,) * len(kept) + batch)._broadcast_to(full)._alu(Ops.WHERE, out, fill)
+  gate = valid._reshape((1,) * len(before) + batch + (1,) * len(after))._broadcast_to(full)
+  return gate._alu(Ops.WHERE, out, fill)
 
 
 def _get(x: Array, idx: Any, mode: Optional[str] = None, fill_value: Any = None) -> Array:
@@ -403,24 +407,17 @@ def _scatter(x: Array, idx: Any, values: Any, kind: str, mode: Optional[str]) ->
     back = _unreplay(updates, plan)
     reached = _unreplay(Array.const(True, dtypes.bool, shape), plan)
     return reached._alu(Ops.WHERE, back if kind == "set" else _accumulator(kind, x.dtype)[2](x, back), x)
-  # an integer-array index: match each position of x (rows) against the updates' positions (columns)
+  if kind == "set" or (kind == "add" and not x.dtype.is_bool):  # one sequential pass over the updates
+    return x._scatter(positions, updates, None if kind == "set" else Ops.ADD)
+  # multiply, min, max (whose derivatives SCATTER has no rule for) and bool add: match each position of x
+  # (rows) against the updates' positions (columns)
   n, count = x.size, updates.size
   grid = (n, count)
   cells = Array.from_data(np.arange(n, dtype=np.int32).reshape(n, 1), device=x.device)
   match = el.equal(positions._reshape((1, count)), cells)
   vals = updates._reshape((1, count))._broadcast_to(grid)
-  flat_x = x._reshape((n, 1))
-  if kind == "set":  # the last matching update wins: find its column, then pick it with a one-hot
-    order = Array.from_data(np.arange(count, dtype=np.int32).reshape(1, count), device=x.device)
-    order = order._broadcast_to(grid)
-    last = match._alu(Ops.WHERE, order, Array.const(-1, dtypes.int32, grid))._reduce(Ops.MAX, (1,))
-    chosen = el.equal(order, last._broadcast_to(grid))
-    pick = chosen._alu(Ops.WHERE, vals, Array.const(0, x.dtype, grid))
-    pick = pick._reduce(Ops.MAX if x.dtype.is_bool else Ops.ADD, (1,))
-    out = (last >= 0)._alu(Ops.WHERE, pick, flat_x)
-  else:
-    identity, reduce, combine = _accumulator(kind, x.dtype)
-    out = combine(flat_x, reduce(match._alu(Ops.WHERE, vals, Array.const(identity, x.dtype, grid))))
+  identity, reduce, combine = _accumulator(kind, x.dtype)
+  out = combine(x._reshape((n, 1)), reduce(match._alu(Ops.WHERE, vals, Array.const(identity, x.dtype, grid))))
   return out._reshape(x.shape)
 
 

@@ -47,11 +47,11 @@ def group_kernels(realize: set[UOp], order: list[UOp]) -> list[list[UOp]]:
   reads: dict[UOp, set[UOp]] = {}
   upstream: dict[UOp, set[UOp]] = {}  # what each realize point depends on, transitively
   groups: list[list[UOp]] = []
-  alone: set[UOp] = set()             # reductions, copies, sub-graph and host calls: never grouped
+  alone: set[UOp] = set()             # reductions, copies, scatters, sub-graph and host calls: never grouped
   for node in (n for n in order if n in realize):
     reads[node], reduces = _reads(node, realize)
     upstream[node] = set(reads[node]).union(*(upstream.get(r, ()) for r in reads[node]))
-    if reduces or node.op in (Ops.COPY, Ops.CALL, Ops.HOST): alone.add(node)
+    if reduces or node.op in (Ops.COPY, Ops.CALL, Ops.HOST, Ops.SCATTER): alone.add(node)
     group = None if node in alone else _joinable(node, groups, alone, reads, upstream, realize)
     if group is None: groups.append([node])
     else: group.append(node)

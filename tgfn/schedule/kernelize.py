@@ -64,6 +64,7 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
     if n.op is Ops.COPY: realize.update((n, n.src[0]) if n.src[0].op not in _INPUTS else (n,))
     if n.op is Ops.CALL: realize.update((n, *(s for s in n.src if s.op not in _INPUTS)))  # run by the engine
     if n.op is Ops.HOST: realize.update((n, *(s for s in n.src if s.op not in _INPUTS)))  # a host call reads buffers
+    if n.op is Ops.SCATTER: realize.add(n)  # its own kernel: a sequential pass (see lower_scatter)
   parents: dict[UOp, list[UOp]] = {}
   for n in nodes:
     for s in n.src: parents.setdefault(s, []).append(n)
@@ -236,25 +237,59 @@ class _Lowerer:
     """GATHER's source read where `index` (a value computed in the kernel) points along the gather axis,
     clamped into the axis, so no index value reads outside the buffer. min(i, n-1) is written as
     -max(-i, 1-n) so the index's bounds are exactly [0, n-1] and the index arithmetic still simplifies."""
-    axis, n = node.arg, node.src[0].shape[node.arg]
+    axis, shape = node.arg, node.src[0].shape
     at = index.cast(_IDX).alu(Ops.MAX, UOp.const(_IDX, 0))
-    at = -((-at).alu(Ops.MAX, UOp.const(_IDX, 1 - n)))
-    return self.lower(node.src[0], idx[:axis] + (at,) + idx[axis + 1:], gate)
+    at = -((-at).alu(Ops.MAX, UOp.const(_IDX, 1 - shape[axis])))
+    src_idx = tuple(at if k == axis else UOp.const(_IDX, 0) if n == 1 else i for k, (i, n) in enumerate(zip(idx, shape)))
+    return self.lower(node.src[0], src_idx, gate)
 
 
 def lower_kernel(roots: list[UOp], realized: set[UOp]) -> LoweredKernel:
   """Lower the computation of `roots`, values of one shape (with the other `realized` nodes read from
   buffers), to one kernel AST that stores each of them."""
+  if roots[0].op is Ops.SCATTER: return lower_scatter(roots[0], realized)
   lowerer = _Lowerer(roots, realized)
   shape = roots[0].shape
   idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp.range(n, unique_id(), AxisType.GLOBAL) for n in shape)
   at = linear_index(idx, shape)
   stores = [UOp(Ops.STORE, None, (lowerer.global_for(r), at, lowerer.lower(r, idx, None))) for r in roots]
+  return _finish(lowerer, stores, shape, "r" if lowerer.has_reduce else "E", len(roots))
+
+
+def _unflatten(linear: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  return tuple(UOp.const(_IDX, 0) if n == 1 else (linear // st) % n for st, n in zip(strides_for(shape), shape))
+
+
+def lower_scatter(node: UOp, realized: set[UOp]) -> LoweredKernel:
+  """A SCATTER's kernel: one loop copies the operand into the output, then a second walks the updates in
+  order and combines each into the element its position names. Both are LOOP axes: the second reads what
+  the first and its own earlier iterations wrote, so neither may be split, reordered or vectorized.
+  A dropped position (outside the output) rewrites the element at a clamped position with its own value."""
+  lowerer = _Lowerer([node], realized)
+  operand, positions, updates = node.src
+  out, n, count = lowerer.global_for(node), math.prod(node.shape), math.prod(updates.shape)
+  stores = []
+  if n:
+    copy = UOp.range(n, unique_id(), AxisType.LOOP)
+    stores.append(UOp(Ops.STORE, None, (out, copy, lowerer.lower(operand, _unflatten(copy, node.shape), None))))
+  if n and count:
+    step = UOp.range(count, unique_id(), AxisType.LOOP)
+    idx = _unflatten(step, updates.shape)
+    raw = lowerer.lower(positions, idx, None)
+    valid = raw.lt(0).ne(True).logical_and(raw.lt(n)) if n <= raw.dtype.max else raw.lt(0).ne(True)
+    at = valid.where(raw, UOp.const(raw.dtype, 0)).cast(_IDX).alu(Ops.MAX, UOp.const(_IDX, 0))
+    at = -((-at).alu(Ops.MAX, UOp.const(_IDX, 1 - n)))  # [0, n-1] as bounds the index arithmetic knows
+    old, update = UOp(Ops.LOAD, node.dtype, (out, at)), lowerer.lower(updates, idx, None)
+    new = update if node.arg is None else UOp(node.arg, node.dtype, (old, update))
+    stores.append(UOp(Ops.STORE, None, (out, at, valid.where(new, old))))
+  return _finish(lowerer, stores, node.shape, "S", 1)
+
+
+def _finish(lowerer: _Lowerer, stores: list[UOp], shape: tuple[int, ...], prefix: str, n_outputs: int) -> LoweredKernel:
   ast = UOp(Ops.SINK, None, tuple(stores))
   # number the loops 0, 1, 2... so the same computation always gives the same AST (and hits caches)
   ranges = sorted((u for u in toposort([ast]) if u.op is Ops.RANGE), key=lambda r: r.arg[0])
   ast = substitute(ast, {r: r.replace(arg=(i, r.kind)) for i, r in enumerate(ranges)})
-  prefix = "r" if lowerer.has_reduce else "E"
   name = "_".join([prefix] + [str(n) for n in shape]) if shape else prefix
-  return LoweredKernel(name, ast, lowerer.buffers, lowerer.params, len(roots))
+  return LoweredKernel(name, ast, lowerer.buffers, lowerer.params, n_outputs)
 

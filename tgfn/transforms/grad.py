@@ -80,18 +80,38 @@ def _cast_vjp(ct: Array, y: UOp) -> Cotangents:
 
 
 def _gather_vjp(ct: Array, y: UOp) -> Cotangents:
-  """Scatter-add of the cotangent into the source's shape, as a one-hot reduction: source position j
-  along the axis sums the cotangents whose (clamped) index is j. O(index size x axis length) work."""
+  """Scatter-add of the cotangent into the source's shape: each element of y came from the source element
+  its (clamped) index names, so its cotangent is added there. One pass over y's elements."""
   tnp = _tnp()
   x, axis = y.src[0], y.arg
-  n, shape = x.shape[axis], y.shape
-  index = tnp.clip(_a(y.src[1]).astype(dtypes.int64), 0, n - 1)  # int64 holds every index dtype GATHER takes
-  wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # a new axis for the source positions after `axis`
-  column = lambda a: a._reshape(shape[:axis + 1] + (1,) + shape[axis + 1:])._broadcast_to(wide)  # noqa: E731
-  positions = Array.from_data(np.arange(n, dtype=np.int64), device=x.device)
-  hit = column(index) == positions._reshape((1,) * (axis + 1) + (n,) + (1,) * (len(shape) - axis - 1))
-  picked = hit._alu(Ops.WHERE, column(ct), Array.const(0, ct.dtype, wide))
-  return (picked._reduce(Ops.ADD, (axis,))._reshape(x.shape), None)
+  if math.prod(x.shape) == 0: return (tnp.zeros(x.shape, ct.dtype), None)
+  index = tnp.clip(_a(y.src[1]).astype(dtypes.int64), 0, x.shape[axis] - 1)  # int64 holds every index dtype
+  stride = lambda k: math.prod(x.shape[k + 1:])  # noqa: E731
+  position = index * stride(axis)
+  for k, size in enumerate(x.shape):  # a size-1 axis of the source is read at 0 whatever y's size there
+    if k != axis and size > 1:
+      position = position + tnp.arange(size, dtype=dtypes.int64).reshape((size,) + (1,) * (len(y.shape) - k - 1)) * stride(k)
+  return (tnp.zeros(x.shape, ct.dtype)._scatter(position._broadcast_to(y.shape), ct, Ops.ADD), None)
+
+
+def _scatter_vjp(ct: Array, y: UOp) -> Cotangents:
+  """Adding: the operand's cotangent is ct, each update's is ct at its position (0 where dropped).
+  Setting: an element's cotangent goes to the update that won it (the last at its position), or to the
+  operand where no update landed."""
+  if y.arg not in (Ops.ADD, None): raise NotImplementedError(f"the derivative of a scatter with {y.arg} is not implemented")
+  tnp = _tnp()
+  x, positions, updates = y.src
+  n = math.prod(x.shape)
+  if n == 0: return (ct, None, tnp.zeros(updates.shape, updates.dtype))
+  p = _a(positions).astype(dtypes.int64)
+  valid = (p >= 0) & (p < n)
+  at = tnp.where(valid, p, 0).reshape(-1)
+  picked = ct._reshape((n,))._gather(at, 0)._reshape(p.shape)
+  if y.arg is Ops.ADD: return (ct, None, tnp.where(valid, picked, 0).astype(ct.dtype))
+  order = tnp.arange(p.size, dtype=dtypes.int64).reshape(p.shape)
+  winner = tnp.full(x.shape, -1, dtypes.int64)._scatter(p, order, Ops.MAX)  # the last update at each element
+  won = valid & (winner._reshape((n,))._gather(at, 0)._reshape(p.shape) == order)
+  return (tnp.where(winner >= 0, 0, ct).astype(ct.dtype), None, tnp.where(won, picked, 0).astype(ct.dtype))
 
 
 VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
@@ -121,6 +141,7 @@ VJP_RULES: dict[Ops, Callable[[Array, UOp], Cotangents]] = {
   Ops.COPY: lambda ct, y: (Array(UOp(Ops.COPY, ct.dtype, (ct.uop,), y.src[0].device)),),
   Ops.DETACH: lambda ct, y: (None,),
   Ops.GATHER: _gather_vjp,
+  Ops.SCATTER: _scatter_vjp,
   Ops.HOST: lambda ct, y: _host().host_vjp(ct, y),
 }
 

@@ -87,6 +87,12 @@ def _movement(y: UOp, ts: Sequence[Tangent]) -> Tangent:
   return Array(UOp(y.op, y.dtype, (ts[0].uop,), y.arg))
 
 
+def _scatter_jvp(y: UOp, ts: Sequence[Tangent]) -> Tangent:
+  """An adding or setting scatter is linear in (operand, updates): scatter the tangents the same way."""
+  if y.arg not in (Ops.ADD, None): raise NotImplementedError(f"the derivative of a scatter with {y.arg} is not implemented")
+  return _or_zero(ts[0], y)._scatter(_a(y.src[1]), _or_zero(ts[2], y.src[2]), y.arg)
+
+
 JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.ADD: _linear_binary(1.0),
   Ops.SUB: _linear_binary(-1.0),
@@ -109,6 +115,7 @@ JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.COPY: _unary(lambda y, t: Array(UOp(Ops.COPY, t.dtype, (t.uop,), y.arg))),
   Ops.DETACH: _unary(lambda y, t: None),
   Ops.GATHER: lambda y, ts: Array(UOp(Ops.GATHER, y.dtype, (ts[0].uop, y.src[1]), y.arg)),  # linear in the source
+  Ops.SCATTER: _scatter_jvp,
   Ops.HOST: lambda y, ts: _host().host_jvp(y, ts),
 }
 NO_JVP_NEEDED = NO_VJP_NEEDED

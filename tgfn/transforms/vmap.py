@@ -8,9 +8,11 @@ axis) and returns the batched result. Nodes that do not depend on a batched inpu
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from tgfn.array import Array
+from tgfn.dtype import dtypes
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 Batched = tuple[Array, bool]
@@ -32,9 +34,22 @@ def _with_arg(arg_fn: Callable[[UOp, int], object]) -> Callable[[UOp, Sequence[B
 
 
 def _gather_rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
-  """Source and indices both lead with the batch (an unbatched one is broadcast: a view, not a copy)."""
+  """Source and indices both lead with the batch (an unbatched index is broadcast, an unbatched source gets a size-1 axis)."""
   (x, bx), (index, bi) = srcs
-  return Array(UOp(Ops.GATHER, y.dtype, (_lead(x, bx, size).uop, _lead(index, bi, size).uop), y.arg + 1))
+  x = x if bx else x._reshape((1,) + x.shape)  # a size-1 axis of the source is read at 0: no broadcast copy
+  return Array(UOp(Ops.GATHER, y.dtype, (x.uop, _lead(index, bi, size).uop), y.arg + 1))
+
+
+def _scatter_rule(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
+  """One scatter over the stacked operands: member b's positions move to b's block of the flat result
+  (dropped ones stay dropped)."""
+  import tgfn.numpy as tnp
+  (x, bx), (p, bp), (u, bu) = srcs
+  n = math.prod(y.shape)
+  p = _lead(p, bp, size).astype(dtypes.int64)
+  block = tnp.arange(size, dtype=dtypes.int64).reshape((size,) + (1,) * (p.ndim - 1)) * n
+  p = tnp.where((p >= 0) & (p < n), p + block, -1)
+  return _lead(x, bx, size)._scatter(p, _lead(u, bu, size), y.arg)
 
 
 def _host_batch(y: UOp, srcs: Sequence[Batched], size: int) -> Array:
@@ -55,6 +70,7 @@ BATCH_RULES: dict[Ops, Callable[[UOp, Sequence[Batched], int], Array]] = {
   Ops.COPY: _with_arg(lambda y, n: y.arg),
   Ops.DETACH: _with_arg(lambda y, n: y.arg),
   Ops.GATHER: _gather_rule,
+  Ops.SCATTER: _scatter_rule,
   Ops.HOST: lambda y, srcs, n: _host_batch(y, srcs, n),
 }
 NO_BATCH_RULE_NEEDED: dict[Ops, str] = {

@@ -44,9 +44,15 @@ class Ops(Enum):
   # ---- reduction (tensor level); arg: (ALU op, axes); reduced axes keep size 1
   REDUCE_AXIS = auto()
   # ---- data-dependent read (tensor level); src: (x, index), arg: axis. index is an integer array of x's
-  # rank, equal to x's shape except along `axis`; out[..., i, ...] = x[..., clamp(index[..., i, ...]), ...]
-  # with the index clamped into [0, x.shape[axis] - 1] (the result has index's shape)
+  # rank, equal to x's shape except along `axis` and where x has size 1 (broadcast: read at 0);
+  # out[..., i, ...] = x[..., clamp(index[..., i, ...]), ...] with the index clamped into
+  # [0, x.shape[axis] - 1] (the result has index's shape)
   GATHER = auto()
+  # ---- data-dependent write (tensor level); src: (operand, positions, updates), arg: ALU op (ADD, MUL, MAX) or
+  # None (set). positions (integers) and updates have one shape; each position is a flat index into operand.
+  # The result is operand updated in order, update by update: out[p] = out[p] <op> u (or out[p] = u, so the
+  # last of repeated positions wins); positions outside [0, operand.size) are dropped. Its own kernel
+  SCATTER = auto()
   # ---- realization (tensor level)
   CONTIGUOUS = auto()   # force a kernel boundary: the value is materialized in a buffer
   COPY = auto()         # arg: target device name
@@ -97,6 +103,8 @@ class AxisType(Enum):
   UNROLL = auto()   # a reduction axis unrolled: the values are accumulated in their original order
   VECTOR = auto()   # the lanes of a vector value (an output axis, or a reduction axis whose lanes are
                     # combined at the end: a reordering the float policy must allow)
+  LOOP = auto()     # a sequential loop whose iterations depend on one another (a scatter's pass over its
+                    # updates): opened where its stores need it, never split, reordered or vectorized
 
   def __repr__(self) -> str: return f"AxisType.{self.name}"
 
@@ -279,7 +287,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.WHERE: return u.src[1].shape
   if op is Ops.GATHER: return u.src[1].shape
-  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return src
+  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.SCATTER, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return src
   raise ValueError(f"{op} has no shape (it is not a tensor-level op)")
 
 

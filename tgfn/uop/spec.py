@@ -91,9 +91,15 @@ def verify_tensor_graph(root: UOp, inputs: frozenset = frozenset()) -> None:
       if not index.dtype.is_int or index.dtype is dtypes.uint64: _fail(u, f"index dtype {index.dtype}: not an int64-castable integer")
       if u.dtype is not x.dtype: _fail(u, f"dtype {u.dtype} but it reads {x.dtype}")
       if not 0 <= arg < len(x.shape) or len(index.shape) != len(x.shape) or \
-         any(a != b for k, (a, b) in enumerate(zip(index.shape, x.shape)) if k != arg):
-        _fail(u, f"index of shape {index.shape} must match {x.shape} except along axis {arg}")
+         any(a != b and b != 1 for k, (a, b) in enumerate(zip(index.shape, x.shape)) if k != arg):
+        _fail(u, f"index of shape {index.shape} must match {x.shape} except along axis {arg} and where it has size 1")
       if x.shape[arg] == 0 and math.prod(index.shape): _fail(u, "gathers from an empty axis")
+    elif op is Ops.SCATTER:
+      x, positions, updates = u.src
+      if not positions.dtype.is_int or positions.dtype is dtypes.uint64: _fail(u, f"positions dtype {positions.dtype}: not an int64-castable integer")
+      if positions.shape != updates.shape: _fail(u, f"positions of shape {positions.shape} but updates of shape {updates.shape}")
+      if u.dtype is not x.dtype or updates.dtype is not x.dtype: _fail(u, f"dtype {u.dtype}, operand {x.dtype}, updates {updates.dtype}")
+      if arg not in (Ops.ADD, Ops.MUL, Ops.MAX, None): _fail(u, f"SCATTER op {arg}: not ADD, MUL, MAX or None (set)")
     elif op is Ops.CALL: _check_call(u)
     elif op is Ops.HOST:
       from tgfn.ops.host import check_host_node
