@@ -3,6 +3,7 @@ from tgfn import numpy  # noqa: F401
 from tgfn.array import Array, device_put  # noqa: F401
 from tgfn.device import Device  # noqa: F401
 from tgfn.dtype import DType, dtypes  # noqa: F401
+from tgfn.helpers import Context, settings  # noqa: F401
 
 bool_ = dtypes.bool
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64

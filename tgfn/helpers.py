@@ -1,9 +1,76 @@
-"""Small shared helpers: environment switches, read when asked (tests change them at run time)."""
+"""Settings: every environment switch tgfn reads, in one place.
+
+The environment is the store (tests change it at run time with monkeypatch.setenv, and child
+processes inherit it), `getenv` is the one reader, `settings()` is a snapshot of every switch (what a
+VIZ capture records), and `Context(DEBUG=2)` overrides switches for a block of code:
+
+  with tgfn.Context(DEBUG=2, NOOPT=1): f(x)
+"""
 from __future__ import annotations
 
 import os
+from typing import Any, Optional
+
+# name -> (default, what it does). docs/observability.md lists them.
+SWITCHES: dict[str, tuple[str, str]] = {
+  "DEBUG": ("0", "1 a line per realize or jit call, 2 a line per kernel launch, 3 what each kernel fuses and "
+                 "why each buffer exists, 4 the source, 5 the linear program with operands"),
+  "VIZ": ("0", "1: serve a page of every realize, jit compile, pass and kernel on 127.0.0.1"),
+  "VIZ_PORT": ("0", "the VIZ server's port (0: any free port)"),
+  "VIZ_FILE": ("", "with VIZ=1, also write the page as a static HTML file at exit"),
+  "BEAM": ("0", "choose kernel opts by a timed search of this width"),
+  "NOOPT": ("0", "1: no kernel opts (plain loops)"),
+  "TRANSCENDENTAL": ("1", "2: decompose exp2/log2/sin into polynomials on every renderer"),
+  "STRICT_FLOAT": ("0", "1: never reassociate float reductions"),
+  "SPEC": ("0", "1: check every graph against the IR spec"),
+  "DEV": ("CPU", "the default device"),
+  "DEBUG_NANS": ("0", "1: check every kernel output for NaN/Inf"),
+  "TGFN_LOG_COMPILES": ("0", "1: say why each jitted function compiles"),
+}
+
+
+def getenv(name: str, default: Optional[str] = None) -> str:
+  """The switch's current value (the environment's, else its registered default)."""
+  value = os.environ.get(name)
+  if value is None or value == "": return default if default is not None else SWITCHES.get(name, ("",))[0]
+  return value
 
 
 def DEBUG() -> int:
-  """DEBUG=1 kernel count and time per realize, 2 a line per kernel, 3 kernel plans, 4 source, 5 UOps."""
-  return int(os.environ.get("DEBUG", "0") or 0)
+  """DEBUG=1 kernel count and time per realize or jit call, 2 a line per kernel, 3 what each kernel fuses
+  and why each buffer is materialized, 4 source, 5 the linear program with operands."""
+  return int(getenv("DEBUG") or 0)
+
+
+def settings() -> dict[str, str]:
+  """The value of every known switch now (what a capture records)."""
+  return {name: getenv(name) for name in SWITCHES}
+
+
+class Context:
+  """Override switches for a block: `with Context(DEBUG=2): ...`. The values go into the environment for
+  the block (so every reader, fast paths and child processes included, sees them) and are restored after.
+  Not thread-local: the environment is the process's."""
+  def __init__(self, **switches: Any):
+    self.switches = {k: str(int(v) if isinstance(v, bool) else v) for k, v in switches.items()}
+    self._saved: list[dict[str, Optional[str]]] = []
+
+  def __enter__(self) -> Context:
+    self._saved.append({k: os.environ.get(k) for k in self.switches})
+    os.environ.update(self.switches)
+    return self
+
+  def __exit__(self, *exc: Any) -> None:
+    for k, v in self._saved.pop().items():
+      if v is None: os.environ.pop(k, None)
+      else: os.environ[k] = v
+
+
+# Pass tracking (tgfn/viz/recorder.py): None, or a function called as track(name, before, after) by
+# every named pass while a recorder is on. Kept here so the IR (tgfn/uop/ops.py) needs no viz import.
+tracker: Optional[Any] = None
+
+
+def track(name: str, before: Any, after: Any) -> None:
+  """Record a pass's input and output graphs, if a recorder is on (costs one global read if not)."""
+  if tracker is not None: tracker(name, before, after)

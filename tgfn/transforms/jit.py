@@ -237,7 +237,7 @@ class JitFunction:
       inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
       donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
       input_plan = [(i, dtype) for i, dtype, _ in input_plan]
-    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated)
+    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated, fn_name(self.fun))
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.
