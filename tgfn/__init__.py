@@ -3,6 +3,7 @@ from tgfn import numpy  # noqa: F401
 from tgfn.array import Array, device_put  # noqa: F401
 from tgfn.device import Device  # noqa: F401
 from tgfn.dtype import DType, dtypes  # noqa: F401
+from tgfn import helpers  # noqa: F401
 from tgfn.helpers import Context, settings  # noqa: F401
 
 bool_ = dtypes.bool
@@ -21,3 +22,6 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+if helpers.getenv("VIZ") not in ("", "0"):  # VIZ=1: record everything and serve the page (tgfn/viz/)
+  from tgfn.viz import enable as _enable_viz
+  _enable_viz()

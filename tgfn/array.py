@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from tgfn import helpers
 from tgfn.device import Buffer, Device
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
 from tgfn.engine.realize import buffer_uop, realize, try_realize
@@ -58,6 +59,7 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
+    if helpers.tracker is not None: helpers.tracker.locate(uop)  # VIZ=1: the user's line that made it
 
   # ---- construction
   @staticmethod

@@ -66,11 +66,21 @@ class Context:
       else: os.environ[k] = v
 
 
-# Pass tracking (tgfn/viz/recorder.py): None, or a function called as track(name, before, after) by
-# every named pass while a recorder is on. Kept here so the IR (tgfn/uop/ops.py) needs no viz import.
+# Pass tracking (tgfn/viz/recorder.py): None, or the Recorder that VIZ=1 turns on. Kept here so the IR
+# (tgfn/uop/ops.py) and the engine need no viz import; with VIZ off each hook costs one global read.
 tracker: Optional[Any] = None
 
 
 def track(name: str, before: Any, after: Any) -> None:
-  """Record a pass's input and output graphs, if a recorder is on (costs one global read if not)."""
-  if tracker is not None: tracker(name, before, after)
+  """Record a named pass's input and output graphs (UOps, lists of UOps or Arrays)."""
+  if tracker is not None: tracker.record_pass(name, before, after)
+
+
+def track_begin(title: str, graph: Any) -> None:
+  """A realize or jit compile starts: its passes and kernels are grouped under `title` until track_end."""
+  if tracker is not None: tracker.begin(title, graph)
+
+
+def track_end(kernels: Any) -> None:
+  """The realize or jit compile begun last is done; these are its compiled kernels."""
+  if tracker is not None: tracker.end(kernels)

@@ -19,7 +19,8 @@ from tgfn.device import Buffer, Device
 from tgfn.engine import batch_cache
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
-from tgfn.helpers import DEBUG
+from tgfn import helpers
+from tgfn.helpers import DEBUG, track_begin, track_end
 from tgfn.viz import debug
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
@@ -177,8 +178,8 @@ def compile_kernels(kernels: list[tuple[LoweredKernel, str]]) -> list[CompiledKe
 def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -> list[CompiledKernel]:
   """Codegen each kernel (or take its source from the disk cache) and compile them together."""
   dev, start = Device[device], time.perf_counter()
-  # DEBUG=3 and up print each kernel as codegen makes it: not from the disk cache then
-  disk_key = None if os.environ.get("TGFN_CAPTURE") or _debug() >= 3 else \
+  # DEBUG=3 and up print, and VIZ records, each kernel as codegen makes it: not from the disk cache then
+  disk_key = None if os.environ.get("TGFN_CAPTURE") or _debug() >= 3 or helpers.tracker is not None else \
     batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
   records = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
   linears: list[Optional[list[UOp]]] = [None] * len(kernels)
@@ -249,6 +250,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   """Schedule, lower and compile `outs` once, recording the work in terms of slots and PARAM positions."""
   Counters.schedules += 1
   graphs = [with_realized(o) for o in outs]
+  track_begin(f"realize {len(graphs)} output(s)", graphs)
   if spec_enabled():
     for g in graphs: verify_tensor_graph(g)
   slot_of: dict[UOp, int] = {leaf: i for i, leaf in enumerate(shape.leaves)}
@@ -289,6 +291,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
     steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
                        tuple(param_of[p] for p in lowered.params)))
+  track_end([s.kernel for s in steps])
   return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember))
 
 

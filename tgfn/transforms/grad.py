@@ -13,6 +13,7 @@ import numpy as np
 
 from tgfn.array import Array
 from tgfn.dtype import dtypes
+from tgfn.helpers import track
 from tgfn.uop.ops import Ops, UOp, toposort
 
 LN2 = math.log(2.0)
@@ -184,4 +185,6 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
     if rule is None:
       raise NotImplementedError(f"no VJP rule for {node.op}: {NO_VJP_NEEDED.get(node.op, 'missing rule')}")
     for src, src_ct in zip(node.src, rule(ct, node)): accumulate(src, src_ct)
-  return [grads.get(w) for w in wrt]
+  result = [grads.get(w) for w in wrt]
+  track("grad: backward walk", outputs, result)
+  return result

@@ -24,6 +24,7 @@ from tgfn.device import Device
 from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
+from tgfn.helpers import track, track_begin, track_end
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
@@ -231,13 +232,20 @@ class JitFunction:
 
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
-    holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
+    track_begin(f"jit {fn_name(self.fun)}", None)
+    try:
+      holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
+    except BaseException:
+      track_end(())  # VIZ: close the capture the failed trace opened
+      raise
+    track("trace", holders, outs)
     inputs, donated = [h.uop for h in holders], self._donated_leaves(args)
     if input_plan is not None:  # the leaves' inputs are the planned ones; implicit Tensor inputs follow
       inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
       donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
       input_plan = [(i, dtype) for i, dtype, _ in input_plan]
     with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated, fn_name(self.fun))
+    track_end(graph.kernels)
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.

@@ -1,0 +1,90 @@
+"""What VIZ=1 records: captures (one per realize that had to compile, one per jit compile), each with
+its traced graph, the settings of the moment, every named pass with its input and output graphs, and
+the kernels it compiled. Only references are kept while the program runs; graphs are drawn when the
+page is asked for (tgfn/viz/page.py)."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from tgfn.helpers import settings
+from tgfn.uop.ops import UOp
+
+MAX_PASSES = 400      # per capture: a rewrite-heavy capture (a BEAM search) keeps its first ones
+MAX_CAPTURES = 500    # the oldest are dropped past this
+
+_TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _roots(x: Any) -> tuple[UOp, ...]:
+  if x is None: return ()
+  if isinstance(x, UOp): return (x,)
+  return tuple(getattr(u, "uop", u) for u in x if u is not None)
+
+
+@dataclass
+class Pass:
+  name: str
+  before: tuple[UOp, ...]
+  after: tuple[UOp, ...]
+
+
+@dataclass
+class Capture:
+  title: str
+  graph: tuple[UOp, ...]
+  settings: dict[str, str]
+  passes: list[Pass] = field(default_factory=list)
+  kernels: list[Any] = field(default_factory=list)  # CompiledKernels
+  dropped_passes: int = 0
+
+
+class Recorder:
+  """The tracker helpers.track* call while VIZ is on (one per process)."""
+  def __init__(self) -> None:
+    self.captures: list[Capture] = []
+    self.locations: dict[UOp, str] = {}   # node -> "file:line" of the user code that built it
+    self._stack = threading.local()
+    self.lock = threading.Lock()
+    self.version = 0                      # bumped on every change (the page's cache key)
+
+  def _current(self) -> Optional[Capture]:
+    stack = getattr(self._stack, "items", None)
+    return stack[-1] if stack else None
+
+  def begin(self, title: str, graph: Any) -> None:
+    capture = Capture(title, _roots(graph), settings())
+    with self.lock:
+      self.captures.append(capture)
+      del self.captures[:-MAX_CAPTURES]
+      self.version += 1
+    if not hasattr(self._stack, "items"): self._stack.items = []
+    self._stack.items.append(capture)
+
+  def end(self, kernels: Sequence[Any]) -> None:
+    capture = self._current()
+    if capture is None: return
+    capture.kernels.extend(k for k in kernels if k is not None)
+    self._stack.items.pop()
+    self.version += 1
+
+  def record_pass(self, name: str, before: Any, after: Any) -> None:
+    capture = self._current()
+    if capture is None:  # a transform or a rewrite outside any realize or jit compile
+      self.begin("outside realize/jit", before)
+      capture = self._stack.items.pop()
+    if len(capture.passes) >= MAX_PASSES:
+      capture.dropped_passes += 1
+      return
+    capture.passes.append(Pass(name, _roots(before), _roots(after)))
+    self.version += 1
+
+  def locate(self, node: UOp) -> None:
+    """Remember the first user source line (outside the tgfn package) that made `node`."""
+    if node in self.locations: return
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_TGFN_DIR): frame = frame.f_back
+    if frame is not None: self.locations[node] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
