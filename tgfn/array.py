@@ -188,6 +188,12 @@ class Array:
   def __str__(self) -> str:
     return repr(self) if self._is_traced() else str(self.numpy("str(x)"))
 
+  def _repr_html_(self) -> Optional[str]:
+    """Jupyter's view: shape, dtype, device and values (a traced value falls back to repr)."""
+    if self._is_traced(): return None
+    from tgfn.viz.notebook import array_html
+    return array_html(self)
+
   def _is_traced(self) -> bool:
     from tgfn.transforms.trace import is_abstract
     return is_abstract(self.uop)

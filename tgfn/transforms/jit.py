@@ -89,6 +89,9 @@ class Lowered:
   @property
   def kernels(self) -> list: return self.graph.kernels
   def as_text(self) -> str: return self.graph.source()
+  def _repr_html_(self) -> str:  # Jupyter: the kernels with highlighted source (tgfn/viz/notebook.py)
+    from tgfn.viz.notebook import lowered_html
+    return lowered_html(self)
 
 
 class JitFunction:

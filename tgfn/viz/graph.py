@@ -107,12 +107,16 @@ svg.graph .node text.sub { fill: #555; }
 """
 
 
-def draw(x: Any) -> Any:
-  """An Array's (or a UOp's) graph, drawn inline in a notebook (an object with `_repr_html_`)."""
+def draw(x: Any, buffers: bool = True) -> Any:
+  """An Array's (or a UOp's) lazy graph, drawn inline in a notebook (an object with `_repr_html_`). With
+  `buffers`, the nodes that will get a buffer of their own are highlighted: everything else is fused
+  into the kernel that reads it."""
+  from tgfn.schedule.kernelize import find_realize_points
   u = getattr(x, "uop", x)
+  marked = frozenset(find_realize_points([u])) if buffers else frozenset()
 
   class _Drawing:
     def __init__(self, svg: str): self.svg = svg
     def _repr_html_(self) -> str: return f"<style>{STYLE}</style>{self.svg}"
     def __str__(self) -> str: return self.svg
-  return _Drawing(to_svg(u))
+  return _Drawing(to_svg(u, marked))
