@@ -81,6 +81,11 @@ def track_begin(title: str, graph: Any) -> None:
   if tracker is not None: tracker.begin(title, graph)
 
 
+def track_kernel(kernel: Any) -> None:
+  """Codegen starts on `kernel`: the passes that follow belong to it."""
+  if tracker is not None: tracker.enter_kernel(kernel)
+
+
 def track_end(kernels: Any) -> None:
   """The realize or jit compile begun last is done; these are its compiled kernels."""
   if tracker is not None: tracker.end(kernels)

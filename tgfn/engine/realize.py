@@ -20,7 +20,7 @@ from tgfn.engine import batch_cache
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn import helpers
-from tgfn.helpers import DEBUG, track_begin, track_end
+from tgfn.helpers import DEBUG, track_begin, track_end, track_kernel
 from tgfn.viz import debug
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
@@ -131,6 +131,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   search's list), linear, source."""
   dev = Device[device]
   if spec_enabled(): verify_kernel(kernel.ast)
+  track_kernel(kernel)
   ast = scalar_passes(kernel.ast, dev.renderer)
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)

@@ -38,7 +38,7 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
       items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src)))
     else:
       kernel = lower_kernel(group, realize)
-      track(f"lower to loops: {kernel.name}", group, kernel.ast)
+      track("lower to loops", group, kernel)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]
       items.append(ScheduleItem(tuple(kernel.outputs), kernel, tuple(kernel.inputs)))
   track(f"schedule: {len(items)} item(s)", rewritten, [i.kernel.ast if i.kernel else i.output for i in items])

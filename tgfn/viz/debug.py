@@ -29,10 +29,11 @@ def _dims(shape: Sequence[int]) -> str: return "x".join(str(n) for n in shape) o
 
 
 def _is_contraction(red: UOp) -> bool:
-  """A sum of products of two loaded values (a matmul, a dot, a convolution)."""
+  """A sum of products of values read from different buffers (a matmul, a dot, a convolution)."""
   if red.arg is not Ops.ADD: return False
+  def buffers(u: UOp) -> set: return {x.src[0] for x in toposort([u]) if x.op is Ops.LOAD}
   for u in toposort(list(red.reduce_values)):
-    if u.op is Ops.MUL and all(any(x.op is Ops.LOAD for x in toposort([s])) for s in u.src): return True
+    if u.op is Ops.MUL and (a := buffers(u.src[0])) and (b := buffers(u.src[1])) and not a & b: return True
   return False
 
 

@@ -50,6 +50,7 @@ class Recorder:
     self._stack = threading.local()
     self.lock = threading.Lock()
     self.version = 0                      # bumped on every change (the page's cache key)
+    self.scope = ""                       # the kernel codegen is working on (prefixes its passes' names)
 
   def _current(self) -> Optional[Capture]:
     stack = getattr(self._stack, "items", None)
@@ -63,6 +64,7 @@ class Recorder:
       self.version += 1
     if not hasattr(self._stack, "items"): self._stack.items = []
     self._stack.items.append(capture)
+    self.scope = ""
 
   def end(self, kernels: Sequence[Any]) -> None:
     capture = self._current()
@@ -70,8 +72,18 @@ class Recorder:
     capture.kernels.extend(k for k in kernels if k is not None)
     self._stack.items.pop()
     self.version += 1
+    self.scope = ""
+
+  def enter_kernel(self, kernel: Any) -> None:
+    """Codegen starts on `kernel` (a LoweredKernel): the passes that follow are named after it."""
+    from tgfn.viz.debug import kernel_label
+    self.scope = kernel_label(kernel)
 
   def record_pass(self, name: str, before: Any, after: Any) -> None:
+    if hasattr(after, "ast"):  # lowering made a kernel: name the pass after it
+      from tgfn.viz.debug import kernel_label
+      name, after = f"{name}: {kernel_label(after)}", after.ast
+    elif self.scope: name = f"{self.scope}: {name}"
     capture = self._current()
     if capture is None:  # a transform or a rewrite outside any realize or jit compile
       self.begin("outside realize/jit", before)
