@@ -22,6 +22,10 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+from tgfn import config  # noqa: F401,E402
+if helpers.getenv("DEBUG_NANS") not in ("", "0"):  # the NaN check names the user's line: remember lines
+  from tgfn.viz.locations import turn_on as _remember_lines
+  _remember_lines()
 if helpers.getenv("VIZ") not in ("", "0"):  # VIZ=1: record everything and serve the page (tgfn/viz/)
   from tgfn.viz import enable as _enable_viz
   _enable_viz()

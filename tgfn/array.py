@@ -59,7 +59,7 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
-    if helpers.tracker is not None: helpers.tracker.locate(uop)  # VIZ=1: the user's line that made it
+    if helpers.locator is not None: helpers.locator(uop)  # VIZ=1, DEBUG_NANS=1: the user's line that made it
 
   # ---- construction
   @staticmethod

@@ -66,6 +66,11 @@ class Context:
       else: os.environ[k] = v
 
 
+# Source locations (tgfn/viz/locations.py): None, or the function `Array(uop)` calls to remember the
+# user's line that built `uop`; `differentiating` is the forward node a backward rule is working on.
+locator: Optional[Any] = None
+differentiating: Optional[Any] = None
+
 # Pass tracking (tgfn/viz/recorder.py): None, or the Recorder that VIZ=1 turns on. Kept here so the IR
 # (tgfn/uop/ops.py) and the engine need no viz import; with VIZ off each hook costs one global read.
 tracker: Optional[Any] = None

@@ -17,13 +17,14 @@ from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine.call import call_groups, run_call
-from tgfn.engine.realize import CompiledKernel, Counters, _debug, compile_kernels
+from tgfn.engine.realize import CompiledKernel, Counters, _debug, _nans, compile_kernels
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.body import CallSpec
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
 from tgfn.viz import debug
+from tgfn.viz import nans as debug_nans
 
 
 @dataclass
@@ -120,7 +121,7 @@ class CompiledGraph:
     # its slots' Buffers, a copy (program None) copies slot 1 into slot 0
     launched = [s for s in self.steps if s.kernel is None or self.slots[s.slots[0]].size]
     self._launches = [(s.kernel.program if s.kernel else s.call, s.slots, "call" if s.call else "kernel") for s in launched]
-    self._launch_steps = [(s.kernel, self.slots[s.slots[0]].device) for s in launched]  # what DEBUG=2 names
+    self._launch_steps = [(s.kernel, self.slots[s.slots[0]].device, s.n_outputs) for s in launched]  # for DEBUG
     # per fresh output: what allocating it needs, looked up once here rather than on every call
     self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
                             Device[info.device].kernel_arg)
@@ -176,8 +177,8 @@ class CompiledGraph:
     return all(len(u.src) == 2 and u.src[1] is at for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
-    level = _debug()
-    if self._replay is not None and not level:
+    level, nans = _debug(), _nans()
+    if self._replay is not None and not level and not nans:
       Counters.kernels_launched += self._n_launches
       return self._replay(inputs)
     start = time.perf_counter()
@@ -191,12 +192,13 @@ class CompiledGraph:
       if sum(b is donor for b in inputs) > 1: buffers[out] = Buffer(donor.device, donor.size, donor.dtype)
       else: buffers[out] = buffers[i] = donor.donate()
     args = [b.arg if b is not None else None for b in buffers]
-    for (program, slots, kind), (kernel, device) in zip(self._launches, self._launch_steps):
+    for (program, slots, kind), (kernel, device, n_out) in zip(self._launches, self._launch_steps):
       t0 = time.perf_counter()
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
       elif kind == "call": program([buffers[s] for s in slots])
       else: program(*[args[s] for s in slots])
       if level >= 2 and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
+      if nans and kernel is not None: debug_nans.check(kernel, [buffers[s] for s in slots[:n_out]])
     Counters.kernels_launched += len(self._launches)
     if level >= 1: debug.print_call(f"jit call of {self.name}", len(self.kernels), time.perf_counter() - start)
     return [buffers[s] for s in self.output_slots]
@@ -231,7 +233,7 @@ class CompiledGraph:
 
   def replay_into(self, inputs: Sequence[Buffer], output: Buffer) -> None:
     """Run again writing the result into `output`, a buffer from an earlier call nobody holds anymore."""
-    if _debug(): self(inputs, (output,))
+    if _debug() or _nans(): self(inputs, (output,))
     else:
       Counters.kernels_launched += self._n_launches
       self._replay(inputs, (output,))

@@ -22,6 +22,7 @@ from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structur
 from tgfn import helpers
 from tgfn.helpers import DEBUG, track_begin, track_end, track_kernel
 from tgfn.viz import debug
+from tgfn.viz import nans as debug_nans
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -312,6 +313,11 @@ def _switches() -> tuple:
 def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON else 0
 
 
+def _nans() -> bool:
+  """DEBUG_NANS=1: check every kernel's outputs (tgfn/viz/nans.py)."""
+  return (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and os.environ.get("DEBUG_NANS", "0") not in ("", "0")
+
+
 def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
   key = (shape.key, _switches())
   if (plan := _plans.get(key)) is not None:
@@ -334,7 +340,7 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
 def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
-  start, level = time.perf_counter(), _debug()
+  start, level, nans = time.perf_counter(), _debug(), _nans()
   n_kernels = 0
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:
@@ -352,6 +358,7 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
     n_kernels += 1
     Counters.kernels_launched += 1
     if level >= 2: debug.print_launch(step.kernel, step.device, time.perf_counter() - t0)
+    if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots[:len(step.outputs)]])
   if level >= 1 and plan.steps:
     debug.print_call(f"realized {len(plan.outputs)} output(s)", n_kernels, time.perf_counter() - start)
   return buffers

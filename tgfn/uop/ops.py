@@ -434,11 +434,14 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """Replace nodes by `mapping` everywhere in the graph under `root`. A CALL node's bodies are closed
   graphs over their own inputs (tgfn/uop/body.py): they are never entered, nothing there needs replacing."""
   done: dict[UOp, UOp] = {}
+  keep_lines = helpers.locator is not None  # a rebuilt node keeps its user's source line (tgfn/viz/locations.py)
   for node in toposort([root]):
     if node in mapping: done[node] = mapping[node]
     else:
       new_src = tuple(done[s] for s in node.src)
       done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+      if keep_lines and done[node] is not node and (line := node.__dict__.get("_user_line")) is not None:
+        done[node].__dict__.setdefault("_user_line", line)
   return done[root]
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Optional
 
 from tgfn import helpers
 from tgfn.viz.graph import draw  # noqa: F401
+from tgfn.viz.locations import locate
 from tgfn.viz.recorder import Recorder
 
 
@@ -34,12 +35,12 @@ class Recording:
 @contextmanager
 def record() -> Iterator[Recording]:
   """Record every realize, jit compile and pass of the block (on top of VIZ=1's recorder, if any)."""
-  previous, recorder = helpers.tracker, Recorder()
-  helpers.tracker = recorder
+  previous, recorder, locator = helpers.tracker, Recorder(), helpers.locator
+  helpers.tracker, helpers.locator = recorder, locate
   try:
     yield Recording(recorder)
   finally:
-    helpers.tracker = previous
+    helpers.tracker, helpers.locator = previous, locator
 
 
 _server: Optional[Any] = None
@@ -53,6 +54,7 @@ def enable(port: Optional[int] = None) -> str:
   from tgfn.viz.server import serve
   if _server is None:
     if not isinstance(helpers.tracker, Recorder): helpers.tracker = Recorder()
+    helpers.locator = locate
     _server = serve(helpers.tracker, int(helpers.getenv("VIZ_PORT")) if port is None else port)
     atexit.register(_at_exit)
   url = f"http://127.0.0.1:{_server.server_address[1]}/"

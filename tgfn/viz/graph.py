@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any, Optional, Sequence, Union
 
 from tgfn.uop.ops import Ops, UOp, toposort
+from tgfn.viz.locations import location
 
 MAX_NODES = 300      # a larger graph is drawn from its last MAX_NODES nodes (those nearest the outputs)
 BOX_W, BOX_H, GAP_X, GAP_Y = 150, 38, 14, 30
@@ -60,8 +61,7 @@ def layout(nodes: list[UOp]) -> dict[UOp, tuple[float, float]]:
   return {u: (GAP_X + x[u] * (BOX_W + GAP_X), GAP_Y + row[u] * (BOX_H + GAP_Y)) for u in nodes}
 
 
-def to_svg(roots: Union[UOp, Sequence[UOp]], changed: frozenset = frozenset(),
-           locations: Optional[dict] = None) -> str:
+def to_svg(roots: Union[UOp, Sequence[UOp]], changed: frozenset = frozenset()) -> str:
   """The graph under `roots` (or the list of a linear program) as an <svg> element."""
   nodes = nodes_of(roots)
   pos = layout(nodes)
@@ -83,7 +83,7 @@ def to_svg(roots: Union[UOp, Sequence[UOp]], changed: frozenset = frozenset(),
     second = dtype + (f" {shape}" if shape is not None else "")
     tip = [f"{u.op.name} {dtype}", f"arg: {_short(u.arg, 200)}"]
     if shape is not None: tip.append(f"shape: {shape}")
-    if locations and u in locations: tip.append(f"from {locations[u]}")
+    if (where := location(u)) is not None: tip.append(f"from {where[0]} ({where[1]})")
     label = u.op.name if u.arg is None or u.op not in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.REDUCE_AXIS, Ops.RANGE) \
       else f"{u.op.name} {_short(u.arg, 14)}"
     cls = "node changed" if u in changed else "node"

@@ -9,6 +9,7 @@ from typing import Any
 
 from tgfn.uop.ops import toposort
 from tgfn.viz.graph import STYLE, to_svg
+from tgfn.viz.locations import location
 from tgfn.viz.recorder import Capture, Pass, Recorder
 
 _PAGE_STYLE = STYLE + """
@@ -50,14 +51,14 @@ document.body.dataset.ready = '1';
 """
 
 
-def _pass_html(key: str, p: Pass, locations: dict) -> str:
+def _pass_html(key: str, p: Pass) -> str:
   if p.before == p.after: return ""
   before = set(toposort(list(p.before)))
   changed = frozenset(u for u in toposort(list(p.after)) if u not in before)
   return (f'<div class="pass" id="pass-{key}" hidden><h4>{html.escape(p.name)}</h4>'
           f'<p>{len(changed)} node(s) new or changed (highlighted)</p><div class="pair">'
-          f'<div><b>before</b><br>{to_svg(p.before, locations=locations)}</div>'
-          f'<div><b>after</b><br>{to_svg(p.after, changed, locations)}</div></div></div>')
+          f'<div><b>before</b><br>{to_svg(p.before)}</div>'
+          f'<div><b>after</b><br>{to_svg(p.after, changed)}</div></div></div>')
 
 
 def _kernel_html(kernel: Any) -> str:
@@ -68,22 +69,22 @@ def _kernel_html(kernel: Any) -> str:
           f'{kernel.flops} flops</p><pre class="source">{html.escape(kernel.source)}</pre></div>')
 
 
-def _capture_html(i: int, c: Capture, locations: dict) -> str:
+def _capture_html(i: int, c: Capture) -> str:
   graph = c.graph or (c.passes[0].after if c.passes and c.passes[0].name == "trace" else ())
   settings = ", ".join(f"{k}={v}" for k, v in c.settings.items() if v not in ("", "0") or k == "DEBUG")
   passes = "".join(f'<li data-pass="{i}-{j}" class="{"unchanged" if p.before == p.after else ""}">'
                    f'{html.escape(p.name)}{" (unchanged)" if p.before == p.after else ""}</li>'
                    for j, p in enumerate(c.passes))
-  views = "".join(_pass_html(f"{i}-{j}", p, locations) for j, p in enumerate(c.passes))
-  located = [(u, locations[u]) for u in toposort(list(graph)) if u in locations]
+  views = "".join(_pass_html(f"{i}-{j}", p) for j, p in enumerate(c.passes))
+  located = [(u, where) for u in toposort(list(graph)) if (where := location(u)) is not None]
   rows = "".join(f"<tr><td>{u.op.name}</td><td>{html.escape(str(getattr(u.dtype, 'name', '')))}</td>"
-                 f"<td>{html.escape(loc)}</td></tr>" for u, loc in located)
+                 f"<td>{html.escape(where[0])}</td><td>{where[1]}</td></tr>" for u, where in located)
   dropped = f'<p class="note">{c.dropped_passes} later passes not recorded</p>' if c.dropped_passes else ""
   return (f'<section class="capture" id="capture-{i}" hidden><h2>{html.escape(c.title)}</h2>'
           f'<p>settings: <code>{html.escape(settings)}</code></p>'
           f'<h3>passes</h3><div class="top"><ol class="passes">{passes}</ol><div>{dropped}{views}</div></div>'
           f'<h3>kernels</h3>{"".join(_kernel_html(k) for k in c.kernels) or "<p>(none)</p>"}'
-          f'<h3>traced graph</h3>{to_svg(graph, locations=locations) if graph else "<p>(none)</p>"}'
+          f'<h3>traced graph</h3>{to_svg(graph) if graph else "<p>(none)</p>"}'
           f'<h3>source lines</h3><table class="locations">{rows}</table></section>')
 
 
@@ -92,7 +93,7 @@ def render(recorder: Recorder) -> str:
   with recorder.lock: captures = list(recorder.captures)
   items = "".join(f'<li data-capture="{i}">{i}: {html.escape(c.title)} '
                   f'({len(c.passes)} passes, {len(c.kernels)} kernels)</li>' for i, c in enumerate(captures))
-  body = "".join(_capture_html(i, c, recorder.locations) for i, c in enumerate(captures))
+  body = "".join(_capture_html(i, c) for i, c in enumerate(captures))
   return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>tgfn VIZ</title><style>{_PAGE_STYLE}</style>'
           f'</head><body><div id="sidebar"><h2>tgfn VIZ</h2><ul id="captures">{items}</ul></div>'
           f'<div id="main">{body or "<p>nothing recorded yet</p>"}</div><script>{_SCRIPT}</script></body></html>')

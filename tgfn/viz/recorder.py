@@ -4,8 +4,6 @@ the kernels it compiled. Only references are kept while the program runs; graphs
 page is asked for (tgfn/viz/page.py)."""
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -15,9 +13,6 @@ from tgfn.uop.ops import UOp
 
 MAX_PASSES = 400      # per capture: a rewrite-heavy capture (a BEAM search) keeps its first ones
 MAX_CAPTURES = 500    # the oldest are dropped past this
-
-_TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def _roots(x: Any) -> tuple[UOp, ...]:
   if x is None: return ()
@@ -46,7 +41,6 @@ class Recorder:
   """The tracker helpers.track* call while VIZ is on (one per process)."""
   def __init__(self) -> None:
     self.captures: list[Capture] = []
-    self.locations: dict[UOp, str] = {}   # node -> "file:line" of the user code that built it
     self._stack = threading.local()
     self.lock = threading.Lock()
     self.version = 0                      # bumped on every change (the page's cache key)
@@ -93,10 +87,3 @@ class Recorder:
       return
     capture.passes.append(Pass(name, _roots(before), _roots(after)))
     self.version += 1
-
-  def locate(self, node: UOp) -> None:
-    """Remember the first user source line (outside the tgfn package) that made `node`."""
-    if node in self.locations: return
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_TGFN_DIR): frame = frame.f_back
-    if frame is not None: self.locations[node] = f"{frame.f_code.co_filename}:{frame.f_lineno}"

@@ -1,0 +1,39 @@
+"""The user's source line of each node, recorded when something will read it (VIZ=1, DEBUG_NANS=1):
+`Array(uop)` calls `helpers.locator(uop)`, which keeps the first frame outside the tgfn package on the
+node. Nodes a backward rule builds carry the line of the forward node they differentiate, marked
+"backward" (tgfn/transforms/grad.py sets `helpers.differentiating`). Off, it costs one global read."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+from tgfn import helpers
+from tgfn.uop.ops import UOp
+
+LOCATION = "_user_line"   # the attribute on the node: (file:line, "forward" or "backward")
+_TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_line(depth: int = 1) -> Optional[str]:
+  """'file:line' of the innermost caller outside the tgfn package, or None."""
+  frame = sys._getframe(depth)
+  while frame is not None and frame.f_code.co_filename.startswith(_TGFN_DIR): frame = frame.f_back
+  return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def locate(node: UOp) -> None:
+  if LOCATION in node.__dict__: return
+  forward = helpers.differentiating
+  if forward is not None and (origin := forward.__dict__.get(LOCATION)) is not None:
+    node.__dict__[LOCATION] = (origin[0], "backward")
+  elif (line := user_line(2)) is not None: node.__dict__[LOCATION] = (line, "forward")
+
+
+def location(node: UOp) -> Optional[tuple[str, str]]:
+  """(file:line, 'forward' or 'backward') for a node built by user code while locations were on."""
+  return node.__dict__.get(LOCATION)
+
+
+def turn_on() -> None:
+  helpers.locator = locate
