@@ -20,6 +20,7 @@ from tgfn.dtype import DType, dtypes, result_type, to_dtype
 from tgfn.engine.realize import buffer_uop, realize, try_realize
 from tgfn.uop.alu import float_to_bf16_bits
 from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
+from tgfn.viz.locations import at_user_line
 
 Scalar = Union[bool, int, float]
 ArrayLike = Union["Array", np.ndarray, Scalar, Sequence]
@@ -240,7 +241,7 @@ class Array:
     padded = (1,) * (len(shape) - self.ndim) + self.shape
     for have, want in zip(padded, shape):
       if have != want and have != 1:
-        raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: axis of size {have} vs {want}")
+        raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: axis of size {have} vs {want}{at_user_line()}")
     x = self._reshape(padded)
     return x if padded == shape else x._movement(Ops.EXPAND, shape)
 
@@ -359,7 +360,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     sizes = {s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0} - {1}
     if len(sizes) > 1:
       raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together "
-                       f"(axis {axis - ndim} has sizes {sorted(sizes)})")
+                       f"(axis {axis - ndim} has sizes {sorted(sizes)}){at_user_line()}")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
 

@@ -8,6 +8,7 @@ import pytest
 import tgfn
 import tgfn.numpy as tnp
 from tgfn import helpers
+from tgfn.transforms.jit import RetraceWarning
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def debug_nans(monkeypatch):
 def _line(marker: str) -> str:
   """'this file:line' of the line holding `marker`."""
   lines = open(__file__).read().splitlines()
-  return f"{re.escape(__file__)}:{next(i + 1 for i, ln in enumerate(lines) if marker in ln and 'next(' not in ln)}"
+  return f"{re.escape(__file__)}:{next(i + 1 for i, ln in enumerate(lines) if marker in ln and '_line(' not in ln and 'next(' not in ln)}"
 
 
 def test_a_nan_names_the_operation_and_the_line(debug_nans):
@@ -50,3 +51,18 @@ def test_off_by_default_and_finite_values_pass(monkeypatch):
   assert np.isnan(np.asarray(tnp.sqrt(tnp.array(np.array([-2.0], np.float32))))).all()
   with pytest.raises(ValueError, match="unknown tgfn config option"):
     tgfn.config.update("debug_infs_and_more", True)
+
+
+def test_shape_errors_name_the_users_line():
+  with pytest.raises(ValueError, match=rf"cannot be broadcast together .*\n  at {_line('MARK-shape')}"):
+    tnp.ones(3) + tnp.ones(4)  # MARK-shape
+  with pytest.raises(ValueError, match=rf"not aligned.*\n  at {_line('MARK-matmul')}"):
+    tnp.ones((2, 3)) @ tnp.ones((4, 2))  # MARK-matmul
+
+
+def test_a_function_that_keeps_compiling_warns_once():
+  f = tgfn.jit(lambda x: x + 1)
+  with pytest.warns(RetraceWarning,
+                    match=r"(?s)retracing because leaf 0: \(\(4,\).*compiled 5 times") as caught:
+    for n in range(1, 9): f(tnp.ones(n))
+  assert len([w for w in caught if "compiled" in str(w.message)]) == 1

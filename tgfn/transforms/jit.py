@@ -15,6 +15,7 @@ import os
 import sys
 import sysconfig
 import threading
+import warnings
 import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -51,6 +52,14 @@ RECYCLE_RESULTS = refcounts_are_exact(sys.implementation.name, sys.version_info[
 def _as_tuple(x: Any) -> tuple:
   if x is None: return ()
   return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+
+# a function compiled this many times warns at its next compile: a retrace per call is a slow program
+RETRACE_WARNING_AFTER = 4
+
+
+class RetraceWarning(UserWarning):
+  """A jitted function keeps compiling for new signatures (see JitFunction._explain)."""
 
 
 def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not in ("", "0")
@@ -235,6 +244,9 @@ class JitFunction:
 
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
+    elif len(self._keys_seen) == RETRACE_WARNING_AFTER:  # once per function, unless compiles are logged anyway
+      warnings.warn(f"{self._explain(key)}\n  {fn_name(self.fun)} has now compiled {len(self._keys_seen) + 1} times; "
+                    f"TGFN_LOG_COMPILES=1 explains every compile", RetraceWarning, stacklevel=3)
     track_begin(f"jit {fn_name(self.fun)}", None)
     try:
       holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)

@@ -4,6 +4,7 @@ node. Nodes a backward rule builds carry the line of the forward node they diffe
 "backward" (tgfn/transforms/grad.py sets `helpers.differentiating`). Off, it costs one global read."""
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 from typing import Optional
@@ -20,6 +21,14 @@ def user_line(depth: int = 1) -> Optional[str]:
   frame = sys._getframe(depth)
   while frame is not None and frame.f_code.co_filename.startswith(_TGFN_DIR): frame = frame.f_back
   return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def at_user_line() -> str:
+  """'\n  at file:line: code' for an error message about the user's line ('' when there is none)."""
+  line = user_line(2)
+  if line is None: return ""
+  path, _, number = line.rpartition(":")
+  return f"\n  at {line}: {linecache.getline(path, int(number)).strip()}"
 
 
 def locate(node: UOp) -> None:
