@@ -36,6 +36,11 @@ def getenv(name: str, default: Optional[str] = None) -> str:
   return value
 
 
+def flag(name: str) -> bool:
+  """An on/off switch: set to anything but '' or '0'."""
+  return getenv(name) not in ("", "0")
+
+
 def DEBUG() -> int:
   """DEBUG=1 kernel count and time per realize or jit call, 2 a line per kernel, 3 what each kernel fuses
   and why each buffer is materialized, 4 source, 5 the linear program with operands."""

@@ -1,7 +1,6 @@
 """Kernel AST -> linear program: the codegen passes, in order."""
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from tgfn.codegen.blocking import block_long_reductions
@@ -11,7 +10,7 @@ from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
-from tgfn.helpers import track
+from tgfn.helpers import flag, track
 from tgfn.renderer import Renderer
 from tgfn.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from tgfn.uop.symbolic import symbolic
@@ -71,7 +70,7 @@ def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
 
 def takes_opts(renderer: Renderer) -> bool:
   """Whether kernels for `renderer` are optimized: it supports opts and NOOPT=1 is not set."""
-  return renderer.supports_opts and os.environ.get("NOOPT", "0") in ("", "0")
+  return renderer.supports_opts and not flag("NOOPT")
 
 
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:

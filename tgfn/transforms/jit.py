@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 import sysconfig
 import threading
@@ -25,7 +24,7 @@ from tgfn.device import Device
 from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
-from tgfn.helpers import track, track_begin, track_end
+from tgfn.helpers import flag, track, track_begin, track_end
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
@@ -62,7 +61,7 @@ class RetraceWarning(UserWarning):
   """A jitted function keeps compiling for new signatures (see JitFunction._explain)."""
 
 
-def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not in ("", "0")
+def _log_compiles() -> bool: return flag("TGFN_LOG_COMPILES")
 
 
 class _StatePlan:
