@@ -7,19 +7,30 @@ from __future__ import annotations
 import linecache
 import os
 import sys
-from typing import Optional
+import sysconfig
+from typing import Any, Optional
 
 from tgfn import helpers
 from tgfn.uop.ops import UOp
 
 LOCATION = "_user_line"   # the attribute on the node: (file:line, "forward" or "backward")
 _TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# not user code: tgfn itself, the standard library, installed packages (optree calling a tree_map's function)
+_LIBRARY_DIRS = tuple({_TGFN_DIR, sysconfig.get_paths()["stdlib"] + os.sep, sysconfig.get_paths()["purelib"] + os.sep,
+                       sysconfig.get_paths()["platlib"] + os.sep})
+
+
+def _is_user(frame: Any) -> bool:
+  name = frame.f_code.co_filename
+  # a script run from inside the package (python -m tgfn.train_digits) is the user's code
+  return not (name.startswith(_LIBRARY_DIRS) or name.startswith("<frozen")) or frame.f_globals.get("__name__") == "__main__"
 
 
 def user_line(depth: int = 1) -> Optional[str]:
-  """'file:line' of the innermost caller outside the tgfn package, or None."""
+  """'file:line' of the innermost caller that is user code (not tgfn, the standard library or an
+  installed package), or None."""
   frame = sys._getframe(depth)
-  while frame is not None and frame.f_code.co_filename.startswith(_TGFN_DIR): frame = frame.f_back
+  while frame is not None and not _is_user(frame): frame = frame.f_back
   return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 

@@ -61,11 +61,14 @@ def _pass_html(key: str, p: Pass) -> str:
           f'<div><b>after</b><br>{to_svg(p.after, changed)}</div></div></div>')
 
 
-def _kernel_html(kernel: Any) -> str:
+def _kernel_html(kernel: Any, passes: list[Pass]) -> str:
   from tgfn.viz.debug import kernel_label
   label = kernel_label(kernel.lowered) if getattr(kernel, "lowered", None) is not None else kernel.name
+  # a kernel compiled earlier in the process comes from the cache: its codegen passes are where it was made
+  reused = "" if any(p.name.startswith(f"{label}: ") for p in passes) else \
+    " (compiled earlier: its codegen passes are in the capture that first made it)"
   return (f'<div class="kernel"><h4>{html.escape(label)} <code>[{html.escape(kernel.name)}]</code> on '
-          f'{html.escape(kernel.device)}</h4><p>opts: <code>{html.escape(str(list(kernel.opts)))}</code>, '
+          f'{html.escape(kernel.device)}{reused}</h4><p>opts: <code>{html.escape(str(list(kernel.opts)))}</code>, '
           f'{kernel.flops} flops</p><pre class="source">{html.escape(kernel.source)}</pre></div>')
 
 
@@ -83,9 +86,16 @@ def _capture_html(i: int, c: Capture) -> str:
   return (f'<section class="capture" id="capture-{i}" hidden><h2>{html.escape(c.title)}</h2>'
           f'<p>settings: <code>{html.escape(settings)}</code></p>'
           f'<h3>passes</h3><div class="top"><ol class="passes">{passes}</ol><div>{dropped}{views}</div></div>'
-          f'<h3>kernels</h3>{"".join(_kernel_html(k) for k in c.kernels) or "<p>(none)</p>"}'
+          f'<h3>kernels</h3>{"".join(_kernel_html(k, c.passes) for k in c.kernels) or "<p>(none)</p>"}'
           f'<h3>traced graph</h3>{to_svg(graph) if graph else "<p>(none)</p>"}'
           f'<h3>source lines</h3><table class="locations">{rows}</table></section>')
+
+
+def _cached_capture_html(i: int, c: Capture) -> str:
+  """A finished capture's section is drawn once (a live page is asked for again and again)."""
+  if not c.done: return _capture_html(i, c)
+  if c.html is None or not c.html.startswith(f'<section class="capture" id="capture-{i}"'): c.html = _capture_html(i, c)
+  return c.html
 
 
 def render(recorder: Recorder) -> str:
@@ -93,7 +103,7 @@ def render(recorder: Recorder) -> str:
   with recorder.lock: captures = list(recorder.captures)
   items = "".join(f'<li data-capture="{i}">{i}: {html.escape(c.title)} '
                   f'({len(c.passes)} passes, {len(c.kernels)} kernels)</li>' for i, c in enumerate(captures))
-  body = "".join(_capture_html(i, c) for i, c in enumerate(captures))
+  body = "".join(_cached_capture_html(i, c) for i, c in enumerate(captures))
   return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>tgfn VIZ</title><style>{_PAGE_STYLE}</style>'
           f'</head><body><div id="sidebar"><h2>tgfn VIZ</h2><ul id="captures">{items}</ul></div>'
           f'<div id="main">{body or "<p>nothing recorded yet</p>"}</div><script>{_SCRIPT}</script></body></html>')

@@ -10,9 +10,11 @@ from typing import Any, Optional, Sequence
 
 from tgfn.helpers import settings
 from tgfn.uop.ops import UOp
+from tgfn.viz.locations import location
 
 MAX_PASSES = 400      # per capture: a rewrite-heavy capture (a BEAM search) keeps its first ones
 MAX_CAPTURES = 500    # the oldest are dropped past this
+OUTSIDE = "transforms outside realize/jit"
 
 def _roots(x: Any) -> tuple[UOp, ...]:
   if x is None: return ()
@@ -35,6 +37,8 @@ class Capture:
   passes: list[Pass] = field(default_factory=list)
   kernels: list[Any] = field(default_factory=list)  # CompiledKernels
   dropped_passes: int = 0
+  done: bool = False
+  html: Optional[str] = None   # the page's section for it, made once it is done (tgfn/viz/page.py)
 
 
 class Recorder:
@@ -51,7 +55,15 @@ class Recorder:
     return stack[-1] if stack else None
 
   def begin(self, title: str, graph: Any) -> None:
-    capture = Capture(title, _roots(graph), settings())
+    roots = _roots(graph)
+    if roots and roots[0].dtype is not None:  # say what it computes, and where the user asked for it
+      first = roots[0]
+      try:
+        title += f": {first.dtype.name}{list(first.shape)}"
+      except Exception:  # a node without a shape
+        pass
+      if (where := location(first)) is not None: title += f" from {where[0].rsplit('/', 1)[-1]}"
+    capture = Capture(title, roots, settings())
     with self.lock:
       self.captures.append(capture)
       del self.captures[:-MAX_CAPTURES]
@@ -64,6 +76,7 @@ class Recorder:
     capture = self._current()
     if capture is None: return
     capture.kernels.extend(k for k in kernels if k is not None)
+    capture.done = True
     self._stack.items.pop()
     self.version += 1
     self.scope = ""
@@ -79,9 +92,12 @@ class Recorder:
       name, after = f"{name}: {kernel_label(after)}", after.ast
     elif self.scope: name = f"{self.scope}: {name}"
     capture = self._current()
-    if capture is None:  # a transform or a rewrite outside any realize or jit compile
-      self.begin("outside realize/jit", before)
-      capture = self._stack.items.pop()
+    if capture is None:  # a transform or a rewrite outside any realize or jit compile: one capture for a run of them
+      last = self.captures[-1] if self.captures else None
+      if last is not None and last.title == OUTSIDE: capture = last
+      else:
+        self.begin(OUTSIDE, None)
+        capture = self._stack.items.pop()
     if len(capture.passes) >= MAX_PASSES:
       capture.dropped_passes += 1
       return
