@@ -340,7 +340,8 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
 def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
-  start, level, nans = time.perf_counter(), _debug(), _nans()
+  start, level = time.perf_counter(), _debug()
+  nans = (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and _nans()  # a dict lookup when off
   n_kernels = 0
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:
