@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("sklearn")
+from tgfn.train_digits import StepTimer
 
 
 def run_main_job(*args: str, dev: str) -> str:
@@ -16,7 +16,17 @@ def run_main_job(*args: str, dev: str) -> str:
   return proc.stdout
 
 
+def test_steps_per_second_leave_the_compiling_first_step_out():
+  timer = StepTimer()
+  for seconds in (5.0, 0.5, 0.5):   # a slow first call (trace and compile), then two steps
+    timer.add(seconds)
+  assert timer.first == 5.0 and timer.end_epoch().strip() == "2.0" and timer.overall() == "2.0"
+  timer.add(0.25)
+  assert timer.end_epoch().strip() == "4.0"   # per epoch, not a running average
+
+
 def test_trains_digits_to_97_percent_on_the_cpu():
+  pytest.importorskip("sklearn")
   out = run_main_job(dev="CPU")
   final = [line for line in out.splitlines() if line.startswith("test accuracy")][-1]
   assert float(final.split()[2]) >= 0.97, out
@@ -24,5 +34,6 @@ def test_trains_digits_to_97_percent_on_the_cpu():
 
 
 def test_runs_a_few_steps_on_the_reference_interpreter():
+  pytest.importorskip("sklearn")
   out = run_main_job("--steps", "2", "--hidden", "8", "--batch", "4", dev="PYTHON")
   assert "device PYTHON" in out and "after 2 steps" in out

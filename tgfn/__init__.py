@@ -3,6 +3,8 @@ from tgfn import numpy  # noqa: F401
 from tgfn.array import Array, device_put  # noqa: F401
 from tgfn.device import Device  # noqa: F401
 from tgfn.dtype import DType, dtypes  # noqa: F401
+from tgfn import helpers  # noqa: F401
+from tgfn.helpers import Context, settings  # noqa: F401
 
 bool_ = dtypes.bool
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
@@ -20,3 +22,10 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+from tgfn import config  # noqa: F401,E402
+if helpers.getenv("DEBUG_NANS") not in ("", "0"):  # the NaN check names the user's line: remember lines
+  from tgfn.viz.locations import turn_on as _remember_lines
+  _remember_lines()
+if helpers.getenv("VIZ") not in ("", "0"):  # VIZ=1: record everything and serve the page (tgfn/viz/)
+  from tgfn.viz import enable as _enable_viz
+  _enable_viz()

@@ -14,11 +14,13 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from tgfn import helpers
 from tgfn.device import Buffer, Device
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
 from tgfn.engine.realize import buffer_uop, realize, try_realize
 from tgfn.uop.alu import float_to_bf16_bits
 from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
+from tgfn.viz.locations import at_user_line
 
 Scalar = Union[bool, int, float]
 ArrayLike = Union["Array", np.ndarray, Scalar, Sequence]
@@ -58,6 +60,7 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
+    if helpers.locator is not None: helpers.locator(uop)  # VIZ=1, DEBUG_NANS=1: the user's line that made it
 
   # ---- construction
   @staticmethod
@@ -186,6 +189,12 @@ class Array:
   def __str__(self) -> str:
     return repr(self) if self._is_traced() else str(self.numpy("str(x)"))
 
+  def _repr_html_(self) -> Optional[str]:
+    """Jupyter's view: shape, dtype, device and values (a traced value falls back to repr)."""
+    if self._is_traced(): return None
+    from tgfn.viz.notebook import array_html
+    return array_html(self)
+
   def _is_traced(self) -> bool:
     from tgfn.transforms.trace import is_abstract
     return is_abstract(self.uop)
@@ -243,7 +252,7 @@ class Array:
     padded = (1,) * (len(shape) - self.ndim) + self.shape
     for have, want in zip(padded, shape):
       if have != want and have != 1:
-        raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: axis of size {have} vs {want}")
+        raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: axis of size {have} vs {want}{at_user_line()}")
     x = self._reshape(padded)
     return x if padded == shape else x._movement(Ops.EXPAND, shape)
 
@@ -362,7 +371,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     sizes = {s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0} - {1}
     if len(sizes) > 1:
       raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together "
-                       f"(axis {axis - ndim} has sizes {sorted(sizes)})")
+                       f"(axis {axis - ndim} has sizes {sorted(sizes)}){at_user_line()}")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
 

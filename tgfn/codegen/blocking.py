@@ -51,4 +51,5 @@ def _gated(value: UOp, valid: UOp, zero: UOp) -> UOp:
 def block_long_reductions(ast: UOp) -> UOp:
   if strict_float(): return ast
   next_id = [1 + max((u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE), default=-1)]
-  return graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), lambda red: _block(red, next_id))]))
+  return graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), lambda red: _block(red, next_id))]),
+                       name="block long reductions")

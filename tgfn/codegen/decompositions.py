@@ -32,18 +32,18 @@ re-derives every table below and checks it; each comment names the fitted functi
 from __future__ import annotations
 
 import math
-import os
 import struct
 from dataclasses import dataclass
 
 from tgfn.dtype import DType, dtypes
+from tgfn.helpers import getenv
 from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat
 
 
 def force_decomposition() -> bool:
   """`TRANSCENDENTAL=2` decomposes on every renderer, so CPU and PYTHON can test the decompositions.
   Read at each call (not cached), so tests can switch it; compiled-kernel caches must key on it."""
-  return int(os.environ.get("TRANSCENDENTAL", "1") or 1) >= 2
+  return int(getenv("TRANSCENDENTAL")) >= 2
 
 
 # pi/2 in fixed point with 128 fraction bits: int(mpmath.floor(mpmath.pi / 2 * 2**128)) at 60 digits

@@ -1,7 +1,6 @@
 """Kernel AST -> linear program: the codegen passes, in order."""
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 from tgfn.codegen.blocking import block_long_reductions
@@ -11,6 +10,7 @@ from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
+from tgfn.helpers import flag, track
 from tgfn.renderer import Renderer
 from tgfn.uop.ops import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from tgfn.uop.symbolic import symbolic
@@ -48,21 +48,29 @@ def codegen(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> l
 def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
   """Apply `opts` to a kernel that went through `scalar_passes`, expand them, and linearize."""
   # simplified before expanding, so a split index is recognized as contiguous in its lanes
-  if opts: ast = graph_rewrite(expand(graph_rewrite(apply_opts(ast, opts), symbolic)), symbolic)
-  return linearize(ast)
+  if opts:
+    applied = apply_opts(ast, opts)
+    track(f"apply opts {opts}", ast, applied)
+    ast = graph_rewrite(applied, symbolic, name="simplify after opts")
+    expanded = expand(ast)
+    track("expand vector and unrolled axes", ast, expanded)
+    ast = graph_rewrite(expanded, symbolic, name="simplify after expand")
+  linear = linearize(ast)
+  track("linearize", ast, linear)
+  return linear
 
 
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
-  ast = graph_rewrite(ast, symbolic)
-  ast = graph_rewrite(ast, promote_halves)
+  ast = graph_rewrite(ast, symbolic, name="simplify")
+  ast = graph_rewrite(ast, promote_halves, name="float16/bfloat16 math in float32")
   if not renderer.has_transcendentals or force_decomposition():
-    ast = graph_rewrite(ast, decompose_transcendentals + symbolic)
-  return graph_rewrite(block_long_reductions(ast), symbolic)
+    ast = graph_rewrite(ast, decompose_transcendentals + symbolic, name="decompose transcendentals")
+  return graph_rewrite(block_long_reductions(ast), symbolic, name="block long reductions, simplify")
 
 
 def takes_opts(renderer: Renderer) -> bool:
   """Whether kernels for `renderer` are optimized: it supports opts and NOOPT=1 is not set."""
-  return renderer.supports_opts and os.environ.get("NOOPT", "0") in ("", "0")
+  return renderer.supports_opts and not flag("NOOPT")
 
 
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:

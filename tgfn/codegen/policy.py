@@ -9,10 +9,10 @@ reduction accumulates sequentially, one rounding per op, in the order the refere
 """
 from __future__ import annotations
 
-import os
+from tgfn.helpers import flag
 
 # a reduction longer than this is split into blocks of at most this many elements
 REDUCE_BLOCK = 4096
 
 
-def strict_float() -> bool: return os.environ.get("STRICT_FLOAT", "0") not in ("", "0")
+def strict_float() -> bool: return flag("STRICT_FLOAT")

@@ -36,7 +36,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, takes_opts
 from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Compiled, Device, cache_dir, warn_once, write_atomic
 from tgfn.dtype import DType, dtypes
-from tgfn.helpers import DEBUG
+from tgfn.helpers import DEBUG, getenv
 from tgfn.tools.process_replay import canonical_ast
 from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 
@@ -67,7 +67,7 @@ def beam_width() -> int:
   """The beam width, 0 (the default) when the search is off: `beam=` of the jitted function being
   compiled, else BEAM=n (read at each compile)."""
   if (width := _width_override.get()) is not None: return width
-  text = os.environ.get("BEAM", "0").strip() or "0"
+  text = getenv("BEAM").strip() or "0"
   if not text.isdigit(): raise ValueError(f"BEAM= must be a beam width, a whole number >= 0 (0: off); got {text!r}")
   return int(text)
 

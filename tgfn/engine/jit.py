@@ -11,17 +11,20 @@ runner (tgfn/engine/call.py) replays the body's own compiled graph, so loops run
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine.call import call_groups, run_call
-from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
+from tgfn.engine.realize import _ENVIRON, CompiledKernel, Counters, _debug, _nans, compile_kernels
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.body import CallSpec
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
+from tgfn.viz import debug
+from tgfn.viz import nans as debug_nans
 
 
 @dataclass
@@ -69,7 +72,8 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
 
 
 class CompiledGraph:
-  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = ()):
+  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit"):
+    self.name = name  # what DEBUG lines call it
     outputs = bake_params(outputs)
     self.n_inputs = len(inputs)
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
@@ -86,6 +90,7 @@ class CompiledGraph:
     computed = [o for o in outputs if o.op not in (Ops.BUFFER, Ops.PLACEHOLDER)]
     self.steps: list[Step] = []
     items = create_schedule(computed)
+    if _debug() >= 3: debug.print_schedule(items, computed)
     groups = call_groups(items)
     for item in items:
       if item.output.op is Ops.CALL:
@@ -114,8 +119,9 @@ class CompiledGraph:
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
     # the launch list the replay loop walks: (program, slots, kind): a kernel takes raw arguments, a call
     # its slots' Buffers, a copy (program None) copies slot 1 into slot 0
-    self._launches = [(s.kernel.program if s.kernel else s.call, s.slots, "call" if s.call else "kernel")
-                      for s in self.steps if s.kernel is None or self.slots[s.slots[0]].size]
+    launched = [s for s in self.steps if s.kernel is None or self.slots[s.slots[0]].size]
+    self._launches = [(s.kernel.program if s.kernel else s.call, s.slots, "call" if s.call else "kernel") for s in launched]
+    self._launch_steps = [(s.kernel, self.slots[s.slots[0]].device, s.n_outputs) for s in launched]  # for DEBUG
     # per fresh output: what allocating it needs, looked up once here rather than on every call
     self._fresh_outputs = [(s, info.device, info.size, info.dtype, Device[info.device].allocator,
                             Device[info.device].kernel_arg)
@@ -170,25 +176,33 @@ class CompiledGraph:
     loads = [u for u in step.lowered.ast.toposort() if u.op is Ops.LOAD and u.src[0].arg == position]
     return all(len(u.src) == 2 and u.src[1] is at for u in loads)
 
-  def __call__(self, inputs: Sequence[Buffer]) -> list[Buffer]:
-    if self._replay is not None:
+  def __call__(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
+    # DEBUG and DEBUG_NANS are looked for with two dict lookups first (a function call costs more)
+    level = nans = 0
+    if _ENVIRON is None or b"DEBUG" in _ENVIRON or b"DEBUG_NANS" in _ENVIRON: level, nans = _debug(), _nans()
+    if self._replay is not None and not level and not nans:
       Counters.kernels_launched += self._n_launches
       return self._replay(inputs)
+    start = time.perf_counter()
     buffers: list[Any] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
     for s, buf in self.fixed.items(): buffers[s] = buf
-    for s, device, size, dtype, allocator, kernel_arg in self._fresh_outputs:
-      buffers[s] = Buffer.allocated(device, size, dtype, allocator, kernel_arg)
+    for k, (s, device, size, dtype, allocator, kernel_arg) in enumerate(self._fresh_outputs):
+      buffers[s] = reuse[k] if reuse is not None else Buffer.allocated(device, size, dtype, allocator, kernel_arg)
     for out, i in self.donation.items():
       donor = buffers[i]
       # a buffer passed in two argument positions cannot be given away: fall back to fresh memory
       if sum(b is donor for b in inputs) > 1: buffers[out] = Buffer(donor.device, donor.size, donor.dtype)
       else: buffers[out] = buffers[i] = donor.donate()
     args = [b.arg if b is not None else None for b in buffers]
-    for program, slots, kind in self._launches:
+    for (program, slots, kind), (kernel, device, n_out) in zip(self._launches, self._launch_steps):
+      t0 = time.perf_counter()
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
       elif kind == "call": program([buffers[s] for s in slots])
       else: program(*[args[s] for s in slots])
+      if level >= 2 and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
+      if nans and kernel is not None: debug_nans.check(kernel, [buffers[s] for s in slots[:n_out]])
     Counters.kernels_launched += len(self._launches)
+    if level >= 1: debug.print_call(f"jit call of {self.name}", len(self.kernels), time.perf_counter() - start)
     return [buffers[s] for s in self.output_slots]
 
   def _make_replay(self) -> Callable[[Sequence[Buffer]], list[Buffer]]:
@@ -221,8 +235,11 @@ class CompiledGraph:
 
   def replay_into(self, inputs: Sequence[Buffer], output: Buffer) -> None:
     """Run again writing the result into `output`, a buffer from an earlier call nobody holds anymore."""
-    Counters.kernels_launched += self._n_launches
-    self._replay(inputs, (output,))
+    if (_ENVIRON is None or b"DEBUG" in _ENVIRON or b"DEBUG_NANS" in _ENVIRON) and (_debug() or _nans()):
+      self(inputs, (output,))
+    else:
+      Counters.kernels_launched += self._n_launches
+      self._replay(inputs, (output,))
 
   def source(self) -> str:
     return "\n".join(f"// kernel {k.name} on {k.device}\n{k.source}" for k in self.kernels)

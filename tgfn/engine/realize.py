@@ -19,7 +19,10 @@ from tgfn.device import Buffer, Device
 from tgfn.engine import batch_cache
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
-from tgfn.helpers import DEBUG
+from tgfn import helpers
+from tgfn.helpers import DEBUG, track_begin, track_end, track_kernel
+from tgfn.viz import debug
+from tgfn.viz import nans as debug_nans
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -47,6 +50,7 @@ class CompiledKernel:
   opts: list[Opt]          # the optimizations applied (tgfn/codegen/opts.py)
   lowered: Optional[LoweredKernel] = field(default=None, repr=False)
   _linear: Optional[list[UOp]] = field(default=None, repr=False)
+  compile_s: float = field(default=0.0, repr=False)  # seconds codegen and compiling took (DEBUG=2 prints it)
 
   @property
   def linear(self) -> list[UOp]:
@@ -128,6 +132,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   search's list), linear, source."""
   dev = Device[device]
   if spec_enabled(): verify_kernel(kernel.ast)
+  track_kernel(kernel)
   ast = scalar_passes(kernel.ast, dev.renderer)
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
@@ -135,10 +140,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers], [p.dtype for p in kernel.params])
   if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
-  if DEBUG() >= 3: print(f"kernel {kernel.name}: buffers {[(b.shape, b.dtype.name) for b in kernel.buffers]} opts {opts}")
-  if DEBUG() >= 4: print(src)
-  if DEBUG() >= 5:
-    for i, u in enumerate(linear): print(f"{i:4d} {u.op.name:12s} {u.dtype} {u.arg!r}")
+  if (level := DEBUG()) >= 3: debug.print_kernel(kernel, opts, src, linear, level)
   return PreparedKernel(kernel.name, src, linear, count_flops(linear), list(opts))
 
 
@@ -147,12 +149,13 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   searched list, tgfn/codegen/search.py), once per process."""
   key = _cache_key(kernel, device, opts)
   if (hit := _cached(key)) is not None: return hit
+  start = time.perf_counter()
   prepared = prepare_kernel(kernel, device, opts)
   dev = Device[device]
   program = dev.runtime(kernel.name, dev.compiler.compile_cached(prepared.source))
   Counters.kernels_compiled += 1
   return _remember(key, CompiledKernel(kernel.name, device, program, prepared.source, prepared.flops, prepared.opts,
-                                       kernel, prepared.linear))
+                                       kernel, prepared.linear, time.perf_counter() - start))
 
 
 def compile_kernels(kernels: list[tuple[LoweredKernel, str]]) -> list[CompiledKernel]:
@@ -176,8 +179,9 @@ def compile_kernels(kernels: list[tuple[LoweredKernel, str]]) -> list[CompiledKe
 
 def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -> list[CompiledKernel]:
   """Codegen each kernel (or take its source from the disk cache) and compile them together."""
-  dev = Device[device]
-  disk_key = None if os.environ.get("TGFN_CAPTURE") else \
+  dev, start = Device[device], time.perf_counter()
+  # DEBUG=3 and up print, and VIZ records, each kernel as codegen makes it: not from the disk cache then
+  disk_key = None if os.environ.get("TGFN_CAPTURE") or _debug() >= 3 or helpers.tracker is not None else \
     batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
   records = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
   linears: list[Optional[list[UOp]]] = [None] * len(kernels)
@@ -195,7 +199,8 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
     if disk_key is not None: batch_cache.store(disk_key, records)
   programs = dev.build_many([(r.symbol, r.source) for r in records])
   Counters.kernels_compiled += len(kernels)
-  return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear))
+  each = (time.perf_counter() - start) / len(kernels)  # one batch: its time shared out
+  return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear, each))
           for key, k, program, r, linear in zip(keys, kernels, programs, records, linears)]
 
 
@@ -247,12 +252,14 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   """Schedule, lower and compile `outs` once, recording the work in terms of slots and PARAM positions."""
   Counters.schedules += 1
   graphs = [with_realized(o) for o in outs]
+  track_begin(f"realize {len(graphs)} output(s)", graphs)
   if spec_enabled():
     for g in graphs: verify_tensor_graph(g)
   slot_of: dict[UOp, int] = {leaf: i for i, leaf in enumerate(shape.leaves)}
   param_of = {p: i for i, p in enumerate(shape.params)}
   steps, cacheable, remember = [], True, []
   items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
+  if _debug() >= 3: debug.print_schedule(items, graphs)
   groups = call_groups(items)
   for item in items:
     device = item.output.device or Device.DEFAULT
@@ -286,6 +293,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
     steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
                        tuple(param_of[p] for p in lowered.params)))
+  track_end([s.kernel for s in steps])
   return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember))
 
 
@@ -303,6 +311,11 @@ def _switches() -> tuple:
 
 
 def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON else 0
+
+
+def _nans() -> bool:
+  """DEBUG_NANS=1: check every kernel's outputs (tgfn/viz/nans.py)."""
+  return (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and os.environ.get("DEBUG_NANS", "0") not in ("", "0")
 
 
 def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
@@ -327,7 +340,8 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
 def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
-  start, debug = time.perf_counter(), _debug()
+  start, level = time.perf_counter(), _debug()
+  nans = (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and _nans()  # a dict lookup when off
   n_kernels = 0
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:
@@ -339,16 +353,15 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
     driver = step.driver
     for slot, (size, dtype) in zip(step.slots, step.outputs):
       buffers[slot] = Buffer.allocated(step.device, size, dtype, driver.allocator, driver.kernel_arg)
-    t0 = time.perf_counter() if debug >= 2 else 0.0
+    t0 = time.perf_counter() if level >= 2 else 0.0
     step.kernel.program(*[buffers[s].arg for s in step.slots],
                         *[driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
     n_kernels += 1
     Counters.kernels_launched += 1
-    if debug >= 2:
-      dt, kernel = time.perf_counter() - t0, step.kernel
-      print(f"  {kernel.name:30s} {step.device:7s} {dt * 1e6:10.1f} us  {kernel.flops / max(dt, 1e-9) / 1e9:8.2f} GFLOP/s")
-  if debug >= 1 and plan.steps:
-    print(f"realized {len(plan.outputs)} output(s) with {n_kernels} kernel(s) in {(time.perf_counter() - start) * 1e3:.2f} ms")
+    if level >= 2: debug.print_launch(step.kernel, step.device, time.perf_counter() - t0)
+    if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots[:len(step.outputs)]])
+  if level >= 1 and plan.steps:
+    debug.print_call(f"realized {len(plan.outputs)} output(s)", n_kernels, time.perf_counter() - start)
   return buffers
 
 

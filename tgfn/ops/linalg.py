@@ -21,6 +21,7 @@ from tgfn.dtype import result_type
 from tgfn.ops.axes import normalize_axis
 from tgfn.ops.reduction import sum as _sum
 from tgfn.uop.ops import Ops
+from tgfn.viz.locations import at_user_line
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "trace", "diagonal"]
 
@@ -67,7 +68,7 @@ def _tensordot(name: str, a: Array, b: Array, axes_a: Sequence[int], axes_b: Seq
   for ax_a, ax_b, ia, ib in zip(axes_a, axes_b, ca, cb):
     if a.shape[ia] != b.shape[ib]:
       raise ValueError(f"{name}: shapes {a.shape} and {b.shape} are not aligned: "
-                       f"{a.shape[ia]} (axis {ax_a} of a) != {b.shape[ib]} (axis {ax_b} of b)")
+                       f"{a.shape[ia]} (axis {ax_a} of a) != {b.shape[ib]} (axis {ax_b} of b){at_user_line()}")
   free_a = [i for i in range(a.ndim) if i not in ca]
   free_b = [i for i in range(b.ndim) if i not in cb]
   summed = tuple(a.shape[i] for i in ca)
@@ -91,7 +92,7 @@ def matmul(a: Any, b: Any) -> Array:
   b2 = b._reshape(b.shape + (1,)) if b.ndim == 1 else b  # (..., k, m)
   if a2.shape[-1] != b2.shape[-2]:
     raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: {a2.shape[-1]} (axis -1 of a)"
-                     f" != {b2.shape[-2]} (axis {-2 if b.ndim > 1 else -1} of b)")
+                     f" != {b2.shape[-2]} (axis {-2 if b.ndim > 1 else -1} of b){at_user_line()}")
   try:
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
   except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from tgfn.helpers import track
 from tgfn.schedule.grouping import group_kernels
 from tgfn.schedule.packing import pack_contraction_operands
 from tgfn.schedule.kernelize import LoweredKernel, find_realize_points, lower_kernel
@@ -24,6 +25,7 @@ class ScheduleItem:
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   """Kernels and copies that compute `outs`, in order; the last items compute `outs` themselves."""
   rewritten = pack_contraction_operands(outs)
+  track("pack contraction operands", outs, rewritten)
   # a rewritten output is still the caller's node: items name it as the caller does
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}
   realize = find_realize_points(rewritten)
@@ -36,7 +38,9 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
       items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src)))
     else:
       kernel = lower_kernel(group, realize)
+      track("lower to loops", group, kernel)
       kernel.buffers = [name.get(b, b) for b in kernel.buffers]
       items.append(ScheduleItem(tuple(kernel.outputs), kernel, tuple(kernel.inputs)))
+  track(f"schedule: {len(items)} item(s)", rewritten, [i.kernel.ast if i.kernel else i.output for i in items])
   return items
 

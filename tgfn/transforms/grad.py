@@ -13,6 +13,8 @@ import numpy as np
 
 from tgfn.array import Array
 from tgfn.dtype import dtypes
+from tgfn import helpers
+from tgfn.helpers import track
 from tgfn.uop.ops import Ops, UOp, toposort
 
 LN2 = math.log(2.0)
@@ -204,5 +206,9 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
     rule = VJP_RULES.get(node.op)
     if rule is None:
       raise NotImplementedError(f"no VJP rule for {node.op}: {NO_VJP_NEEDED.get(node.op, 'missing rule')}")
+    helpers.differentiating = node  # nodes the rule builds carry this node's source line (DEBUG_NANS, VIZ)
     for src, src_ct in zip(node.src, rule(ct, node)): accumulate(src, src_ct)
-  return [grads.get(w) for w in wrt]
+  helpers.differentiating = None
+  result = [grads.get(w) for w in wrt]
+  track("grad: backward walk", outputs, result)
+  return result

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 import sysconfig
 import threading
+import warnings
 import weakref
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -24,6 +24,7 @@ from tgfn.device import Device
 from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
+from tgfn.helpers import flag, track, track_begin, track_end
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
@@ -52,7 +53,15 @@ def _as_tuple(x: Any) -> tuple:
   return (x,) if isinstance(x, (int, str)) else tuple(x)
 
 
-def _log_compiles() -> bool: return os.environ.get("TGFN_LOG_COMPILES", "0") not in ("", "0")
+# a function compiled this many times warns at its next compile: a retrace per call is a slow program
+RETRACE_WARNING_AFTER = 4
+
+
+class RetraceWarning(UserWarning):
+  """A jitted function keeps compiling for new signatures (see JitFunction._explain)."""
+
+
+def _log_compiles() -> bool: return flag("TGFN_LOG_COMPILES")
 
 
 class _StatePlan:
@@ -88,6 +97,9 @@ class Lowered:
   @property
   def kernels(self) -> list: return self.graph.kernels
   def as_text(self) -> str: return self.graph.source()
+  def _repr_html_(self) -> str:  # Jupyter: the kernels with highlighted source (tgfn/viz/notebook.py)
+    from tgfn.viz.notebook import lowered_html
+    return lowered_html(self)
 
 
 class JitFunction:
@@ -231,13 +243,23 @@ class JitFunction:
 
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
-    holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
+    elif len(self._keys_seen) == RETRACE_WARNING_AFTER:  # once per function, unless compiles are logged anyway
+      warnings.warn(f"{self._explain(key)}\n  {fn_name(self.fun)} has now compiled {len(self._keys_seen) + 1} times; "
+                    f"TGFN_LOG_COMPILES=1 explains every compile", RetraceWarning, stacklevel=3)
+    track_begin(f"jit {fn_name(self.fun)}", None)
+    try:
+      holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
+    except BaseException:
+      track_end(())  # VIZ: close the capture the failed trace opened
+      raise
+    track("trace", holders, outs)
     inputs, donated = [h.uop for h in holders], self._donated_leaves(args)
     if input_plan is not None:  # the leaves' inputs are the planned ones; implicit Tensor inputs follow
       inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
       donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
       input_plan = [(i, dtype) for i, dtype, _ in input_plan]
-    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated)
+    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated, fn_name(self.fun))
+    track_end(graph.kernels)
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from tgfn.array import Array
+from tgfn.helpers import track
 from tgfn.transforms.grad import LN2, NO_VJP_NEEDED, product_of_others
 from tgfn.uop.ops import Ops, UOp, toposort
 
@@ -144,4 +145,6 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
         raise NotImplementedError(f"no JVP rule for {node.op}: {NO_JVP_NEEDED.get(node.op, 'missing rule')}")
       out = rule(node, src_tangents)
     if out is not None: known[node] = out
-  return [known.get(o) for o in outputs]
+  result = [known.get(o) for o in outputs]
+  track("jvp: forward walk", outputs, result)
+  return result

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from tgfn.array import Array
 from tgfn.dtype import dtypes
+from tgfn.helpers import track
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 Batched = tuple[Array, bool]
@@ -101,4 +102,6 @@ def batch_graph(outputs: Sequence[UOp], batched_inputs: dict[UOp, Array], size: 
       rule = BATCH_RULES.get(node.op)
       if rule is None: raise NotImplementedError(f"no batching rule for {node.op}")
       done[node] = (rule(node, srcs, size), True)
-  return [done[o] for o in outputs]
+  result = [done[o] for o in outputs]
+  track("vmap: batching walk", outputs, [a for a, _ in result])
+  return result

@@ -20,6 +20,7 @@ from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses to dr
 from enum import Enum, auto
 from typing import Any, Callable, Optional, Sequence
 
+from tgfn import helpers
 from tgfn.dtype import DType, dtypes
 
 _NAN = float("nan")  # the one NaN object CONST args hold (see UOp.__new__)
@@ -410,9 +411,11 @@ class PatternMatcher:
     return None
 
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional[str] = None) -> UOp:
   """Rewrite bottom-up to a fixed point: sources first, then the rules on the rebuilt node, again on
-  whatever a rule returns, until no rule fires. Iterative, so deep graphs do not hit the recursion limit."""
+  whatever a rule returns, until no rule fires. Iterative, so deep graphs do not hit the recursion limit.
+  A pass has a `name`: VIZ=1 records its input and output under it (an unnamed rewrite is an analysis's
+  scratch work, not a stage of the pipeline, and is not recorded)."""
   done: dict[UOp, UOp] = {}
   stack: list[tuple[UOp, int, Optional[UOp]]] = [(root, 0, None)]
   while stack:
@@ -431,6 +434,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
         stack.append((out, 0, None))
     else:
       done[node] = done[replacement]
+  if name is not None and helpers.tracker is not None: helpers.track(name, root, done[root])
   return done[root]
 
 
@@ -438,11 +442,14 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """Replace nodes by `mapping` everywhere in the graph under `root`. A CALL node's bodies are closed
   graphs over their own inputs (tgfn/uop/body.py): they are never entered, nothing there needs replacing."""
   done: dict[UOp, UOp] = {}
+  keep_lines = helpers.locator is not None  # a rebuilt node keeps its user's source line (tgfn/viz/locations.py)
   for node in toposort([root]):
     if node in mapping: done[node] = mapping[node]
     else:
       new_src = tuple(done[s] for s in node.src)
       done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+      if keep_lines and done[node] is not node and (line := node.__dict__.get("_user_line")) is not None:
+        done[node].__dict__.setdefault("_user_line", line)
   return done[root]
 
 

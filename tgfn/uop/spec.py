@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-import os
 
 from tgfn.dtype import dtypes
+from tgfn.helpers import flag
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 
@@ -13,7 +13,7 @@ class SpecError(AssertionError):
   pass
 
 
-def spec_enabled() -> bool: return os.environ.get("SPEC", "0") not in ("", "0")
+def spec_enabled() -> bool: return flag("SPEC")
 
 
 def _fail(node: UOp, rule: str) -> None:

@@ -176,4 +176,4 @@ symbolic = PatternMatcher([
 
 
 def simplify(u: UOp) -> UOp:
-  return graph_rewrite(u, symbolic)
+  return graph_rewrite(u, symbolic)  # an analysis's helper (bounds, index forms): not a recorded pass

@@ -1,0 +1,48 @@
+"""DEBUG_NANS=1 (or `tgfn.config.update("debug_nans", True)`): every kernel's float outputs are checked
+as it runs, and the first NaN or Inf raises FloatingPointError naming the operation, the kernel, the
+user's line that built it and whether it was the forward or the backward pass."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from tgfn.dtype import dtypes
+from tgfn.uop.ops import Ops, UOp
+from tgfn.viz.locations import location
+
+
+def _values(buffer: Any) -> np.ndarray:
+  host = buffer.numpy()
+  if buffer.dtype is dtypes.bfloat16: host = (host.astype(np.uint32) << 16).view(np.float32)
+  return host
+
+
+def _where(node: UOp, inputs: set) -> Optional[tuple[str, str]]:
+  """The location of `node`, else of the nearest located node fused into its kernel."""
+  stack, seen = [node], set()
+  while stack:
+    x = stack.pop(0)
+    if x in seen or x in inputs or x.op in (Ops.BUFFER, Ops.PLACEHOLDER): continue
+    seen.add(x)
+    if (found := location(x)) is not None: return found
+    stack.extend(x.src)
+  return None
+
+
+def check(kernel: Any, outputs: Sequence[Any]) -> None:
+  """Raise if any float output buffer of `kernel` (a CompiledKernel) holds a NaN or an Inf."""
+  lowered = kernel.lowered
+  nodes = lowered.outputs if lowered is not None else [None] * len(outputs)
+  for node, buffer in zip(nodes, outputs):
+    if not buffer.dtype.is_float: continue
+    values = _values(buffer)
+    if np.isfinite(values).all(): continue
+    kind = "NaN" if np.isnan(values).any() else "Inf"
+    from tgfn.viz.debug import kernel_label
+    what = f"{node.op.name} of shape {node.shape} {node.dtype.name}" if node is not None else "a kernel output"
+    msg = f"DEBUG_NANS: {kind} in the output of {what}, kernel '{kernel_label(lowered) if lowered else kernel.name}'"
+    where = _where(node, set(lowered.inputs)) if node is not None else None
+    if where is not None: msg += f", in the {where[1]} pass of the operation at {where[0]}"
+    else: msg += " (its source line is unknown: turn DEBUG_NANS on before building the arrays)"
+    raise FloatingPointError(msg)
