@@ -20,3 +20,10 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+
+
+def backends() -> list:
+  """The backends tgfn knows (CPU, PYTHON, LLVM, OPENCL, CUDA): whether each can run here, and if not why and
+  what to install (tgfn_drivers.Backend records). `DEV=<name>` selects one."""
+  from tgfn_drivers import backends as known
+  return known()

@@ -1,0 +1,122 @@
+"""LLVM: kernels rendered as LLVM IR (tgfn/renderer/llvmir.py), optimized and compiled to machine code
+in-process by llvmlite (no compiler process), loaded with LLVM's MCJIT and called through ctypes.
+Memory is the CPU driver's allocator, and a kernel with a THREAD axis runs on the CPU driver's
+worker pool (tgfn_drivers/_cpu_threads.py). Needs `pip install llvmlite` (the `llvm` extra)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any
+
+from tgfn_drivers import require_backend
+
+require_backend("LLVM")
+
+import llvmlite  # noqa: E402
+import llvmlite.binding as llvm  # noqa: E402
+
+from tgfn.device import Compiled, Compiler  # noqa: E402
+from tgfn.dtype import DType, dtypes  # noqa: E402
+from tgfn.renderer.llvmir import LLVMRenderer  # noqa: E402
+from tgfn.uop.alu import float_to_bf16_bits  # noqa: E402
+from tgfn_drivers.cpu import MallocAllocator  # noqa: E402
+
+OPT_LEVEL = 2
+_lock = threading.Lock()  # LLVM's context and target machine are not shared between threads
+
+
+@functools.cache
+def _host_features() -> str:
+  try:
+    return llvm.get_host_cpu_features().flatten()
+  except RuntimeError:  # LLVM cannot tell on some hosts: the generic CPU of the triple
+    return ""
+
+
+@functools.cache
+def target_machine() -> llvm.TargetMachine:
+  llvm.initialize_native_target()
+  llvm.initialize_native_asmprinter()
+  target = llvm.Target.from_triple(llvm.get_process_triple())
+  # the JIT's default code model: calls to the C library are absolute, wherever the code is mapped
+  return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=_host_features(), opt=OPT_LEVEL,
+                                      jit=True)
+
+
+class LLVMCompiler(Compiler):
+  """IR -> optimized object code, in this process."""
+  @functools.cached_property
+  def cachekey(self) -> str:  # type: ignore[override]
+    return (f"llvmlite {llvmlite.__version__} llvm {'.'.join(map(str, llvm.llvm_version_info))} "
+            f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} {_host_features()} O{OPT_LEVEL}")
+
+  def compile(self, src: str) -> bytes:
+    with _lock:
+      tm = target_machine()
+      try:
+        module = llvm.parse_assembly(src)
+        module.verify()
+      except RuntimeError as e:
+        raise RuntimeError(f"LLVM rejected the kernel's IR: {e}\n--- source ---\n{src}") from e
+      module.triple, module.data_layout = tm.triple, str(tm.target_data)
+      builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL))
+      builder.getModulePassManager().run(module, builder)
+      return tm.emit_object(module)
+
+
+def _pool_address() -> int:
+  from tgfn_drivers._cpu_threads import load_pool
+  return ctypes.cast(load_pool().tg_parallel_for, ctypes.c_void_p).value  # type: ignore[return-value]
+
+
+class LLVMProgram:
+  """One kernel: its object code loaded into an execution engine of its own (freed with the program)."""
+  def __init__(self, name: str, binary: bytes):
+    if b"tg_parallel_for" in binary: llvm.add_symbol("tg_parallel_for", _pool_address())
+    with _lock:
+      self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+      self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
+      self.engine.finalize_object()
+      self.address = self.engine.get_function_address(name)
+    if not self.address: raise RuntimeError(f"the compiled LLVM module has no function {name!r}")
+    self.fxn: Any = None
+
+  def __call__(self, *args: Any) -> None:
+    """Buffer pointers (ints), then scalar parameters (ctypes values, from scalar_arg)."""
+    if self.fxn is None:
+      types = [type(a) if isinstance(a, ctypes._SimpleCData) else ctypes.c_void_p for a in args]
+      self.fxn = ctypes.CFUNCTYPE(None, *types)(self.address)
+    self.fxn(*args)
+
+
+# the ctypes type of each scalar parameter as the renderer declares it (llvmir.param_type)
+_SCALAR_CTYPES = {dtypes.bool: ctypes.c_uint8, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
+                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
+                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
+                  dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
+
+
+def scalar_arg(value: Any, dtype: DType) -> Any:
+  """A scalar parameter as the kernel takes it; float16 and bfloat16 as their bits, rounded here once,
+  as a constant of that dtype is."""
+  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
+  if dtype is dtypes.float16:
+    import numpy as np
+    with np.errstate(over="ignore"): return ctypes.c_uint16(int(np.array([value], np.float16).view(np.uint16)[0]))
+  return _SCALAR_CTYPES[dtype](value)
+
+
+class NativeLLVMRenderer(LLVMRenderer):
+  """Vector width and register count of this machine, from the features LLVM sees on it."""
+  @functools.cached_property
+  def vector_bytes(self) -> int:  # type: ignore[override]
+    features = _host_features()
+    return 64 if "+avx512f" in features else 32 if "+avx," in features + "," else 16
+
+  @functools.cached_property
+  def registers(self) -> int:  # type: ignore[override]
+    return 32 if "+avx512f" in _host_features() or llvm.get_process_triple().startswith("aarch64") else 16
+
+
+DEVICE = Compiled("LLVM", MallocAllocator(), NativeLLVMRenderer(), LLVMCompiler(), LLVMProgram, scalar_arg=scalar_arg)
