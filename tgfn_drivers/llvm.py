@@ -34,14 +34,21 @@ def _host_features() -> str:
     return ""
 
 
-@functools.cache
-def target_machine() -> llvm.TargetMachine:
+def new_target_machine() -> llvm.TargetMachine:
   llvm.initialize_native_target()
   llvm.initialize_native_asmprinter()
   target = llvm.Target.from_triple(llvm.get_process_triple())
   # the JIT's default code model: calls to the C library are absolute, wherever the code is mapped
   return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=_host_features(), opt=OPT_LEVEL,
                                       jit=True)
+
+
+# the compiler's own; an execution engine takes ownership of (and frees) the one it is given, so each gets a new one
+target_machine = functools.cache(new_target_machine)
+
+
+@functools.cache
+def _data_layout() -> str: return str(target_machine().target_data)
 
 
 class LLVMCompiler(Compiler):
@@ -59,7 +66,7 @@ class LLVMCompiler(Compiler):
         module.verify()
       except RuntimeError as e:
         raise RuntimeError(f"LLVM rejected the kernel's IR: {e}\n--- source ---\n{src}") from e
-      module.triple, module.data_layout = tm.triple, str(tm.target_data)
+      module.triple, module.data_layout = llvm.get_process_triple(), _data_layout()
       builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL))
       builder.getModulePassManager().run(module, builder)
       return tm.emit_object(module)
@@ -75,7 +82,7 @@ class LLVMProgram:
   def __init__(self, name: str, binary: bytes):
     if b"tg_parallel_for" in binary: llvm.add_symbol("tg_parallel_for", _pool_address())
     with _lock:
-      self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+      self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
       self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
       self.engine.finalize_object()
       self.address = self.engine.get_function_address(name)
