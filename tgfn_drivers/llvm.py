@@ -51,6 +51,9 @@ target_machine = functools.cache(new_target_machine)
 def _data_layout() -> str: return str(target_machine().target_data)
 
 
+BATCH_SEPARATOR = "\n; ---- next kernel ----\n"
+
+
 class LLVMCompiler(Compiler):
   """IR -> optimized object code, in this process."""
   @functools.cached_property
@@ -59,13 +62,19 @@ class LLVMCompiler(Compiler):
             f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} {_host_features()} O{OPT_LEVEL}")
 
   def compile(self, src: str) -> bytes:
+    """One kernel's IR, or several joined by BATCH_SEPARATOR (linked into one module: one optimizer and
+    code generator run, one object)."""
     with _lock:
       tm = target_machine()
-      try:
-        module = llvm.parse_assembly(src)
-        module.verify()
-      except RuntimeError as e:
-        raise RuntimeError(f"LLVM rejected the kernel's IR: {e}\n--- source ---\n{src}") from e
+      module = None
+      for part in src.split(BATCH_SEPARATOR):
+        try:
+          parsed = llvm.parse_assembly(part)
+          parsed.verify()
+        except RuntimeError as e:
+          raise RuntimeError(f"LLVM rejected the kernel's IR: {e}\n--- source ---\n{part}") from e
+        if module is None: module = parsed
+        else: module.link_in(parsed)
       module.triple, module.data_layout = llvm.get_process_triple(), _data_layout()
       builder = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL))
       builder.getModulePassManager().run(module, builder)
@@ -77,16 +86,26 @@ def _pool_address() -> int:
   return ctypes.cast(load_pool().tg_parallel_for, ctypes.c_void_p).value  # type: ignore[return-value]
 
 
-class LLVMProgram:
-  """One kernel: its object code loaded into an execution engine of its own (freed with the program)."""
-  def __init__(self, name: str, binary: bytes):
+class _Loaded:
+  """Object code loaded into an execution engine of its own, freed when no program holds it."""
+  def __init__(self, binary: bytes):
     if b"tg_parallel_for" in binary: llvm.add_symbol("tg_parallel_for", _pool_address())
     with _lock:
       self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
       self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))
       self.engine.finalize_object()
-      self.address = self.engine.get_function_address(name)
-    if not self.address: raise RuntimeError(f"the compiled LLVM module has no function {name!r}")
+
+  def address(self, name: str) -> int:
+    with _lock: address = self.engine.get_function_address(name)
+    if not address: raise RuntimeError(f"the compiled LLVM module has no function {name!r}")
+    return address
+
+
+class LLVMProgram:
+  """One kernel: a function of loaded object code (its own, or one it shares with the rest of a batch)."""
+  def __init__(self, name: str, binary: bytes | _Loaded):
+    self.loaded = binary if isinstance(binary, _Loaded) else _Loaded(binary)
+    self.address = self.loaded.address(name)
     self.fxn: Any = None
 
   def __call__(self, *args: Any) -> None:
@@ -126,4 +145,12 @@ class NativeLLVMRenderer(LLVMRenderer):
     return 32 if "+avx512f" in _host_features() or llvm.get_process_triple().startswith("aarch64") else 16
 
 
-DEVICE = Compiled("LLVM", MallocAllocator(), NativeLLVMRenderer(), LLVMCompiler(), LLVMProgram, scalar_arg=scalar_arg)
+def build_many(kernels: list[tuple[str, str]]) -> list[LLVMProgram]:
+  """The kernels of a batch (a jitted function) as one module: compiled, cached and loaded once."""
+  loaded = _Loaded(_compiler.compile_cached(BATCH_SEPARATOR.join(src for _, src in kernels)))
+  return [LLVMProgram(name, loaded) for name, _ in kernels]
+
+
+_compiler = LLVMCompiler()
+DEVICE = Compiled("LLVM", MallocAllocator(), NativeLLVMRenderer(), _compiler, LLVMProgram, build_many,
+                  scalar_arg=scalar_arg)
