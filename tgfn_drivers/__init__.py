@@ -42,7 +42,7 @@ def _cpu() -> Optional[str]:
   return None
 
 
-LLVMLITE_SUPPORTED = ((0, 44), (0, 51))  # [lowest, first unsupported): the versions the driver's API calls exist in
+LLVMLITE_SUPPORTED = ((0, 45), (0, 51))  # [lowest, first unsupported): opaque pointers and the new pass manager (0.45+); tested 0.45 and 0.50
 
 
 def _llvm() -> Optional[str]:
@@ -74,7 +74,7 @@ _KNOWN: dict[str, tuple[str, Callable[[], Optional[str]], str]] = {
           "a C compiler: apt-get install gcc (or set CC=)"),
   "PYTHON": ("the reference interpreter: exact, slow", lambda: None, "nothing"),
   "LLVM": ("LLVM IR compiled in-process by llvmlite, run on the CPU", _llvm,
-           "pip install 'tgfn[llvm]' (or: pip install 'llvmlite>=0.44,<0.51')"),
+           "pip install 'tgfn[llvm]' (or: pip install 'llvmlite>=0.45,<0.51')"),
   "OPENCL": ("OpenCL C, e.g. on PoCL for CPUs", _opencl,
              "apt-get install ocl-icd-libopencl1 pocl-opencl-icd"),
   "CUDA": ("CUDA C compiled by NVRTC, run on an NVIDIA GPU", _cuda,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from tgfn_drivers import require_backend
 
@@ -16,7 +16,7 @@ require_backend("LLVM")
 import llvmlite  # noqa: E402
 import llvmlite.binding as llvm  # noqa: E402
 
-from tgfn.device import Compiled, Compiler  # noqa: E402
+from tgfn.device import Compiled, Compiler, warn_once  # noqa: E402
 from tgfn.dtype import DType, dtypes  # noqa: E402
 from tgfn.renderer.llvmir import LLVMRenderer  # noqa: E402
 from tgfn.uop.alu import float_to_bf16_bits  # noqa: E402
@@ -81,15 +81,37 @@ class LLVMCompiler(Compiler):
       return tm.emit_object(module)
 
 
+# stands in for the worker pool where it cannot be built: the whole range on the calling thread
+_SERIAL_POOL = """define void @tg_parallel_for(ptr %body, ptr %ctx, i64 %n, i64 %grain) {
+entry:
+  call void %body(ptr %ctx, i64 0, i64 %n)
+  ret void
+}
+"""
+
+
+@functools.cache
 def _pool_address() -> int:
+  """Where `tg_parallel_for` is: the CPU driver's worker pool (C, built once by the C compiler), or
+  without a C compiler a serial stand-in, after a warning."""
   from tgfn_drivers._cpu_threads import load_pool
-  return ctypes.cast(load_pool().tg_parallel_for, ctypes.c_void_p).value  # type: ignore[return-value]
+  try:
+    return ctypes.cast(load_pool().tg_parallel_for, ctypes.c_void_p).value  # type: ignore[return-value]
+  except RuntimeError as e:
+    warn_once("llvm-pool", f"LLVM kernels run on one thread: the CPU worker pool needs a C compiler ({e})")
+  serial = _Loaded(_compiler.compile(_SERIAL_POOL), calls_pool=False)
+  _keep.append(serial)
+  return serial.address("tg_parallel_for")
+
+
+_keep: list[Any] = []  # the serial stand-in, loaded for the life of the process
 
 
 class _Loaded:
   """Object code loaded into an execution engine of its own, freed when no program holds it."""
-  def __init__(self, binary: bytes):
-    if b"tg_parallel_for" in binary: llvm.add_symbol("tg_parallel_for", _pool_address())
+  def __init__(self, binary: bytes, calls_pool: Optional[bool] = None):
+    if b"tg_parallel_for" in binary if calls_pool is None else calls_pool:
+      llvm.add_symbol("tg_parallel_for", _pool_address())
     with _lock:
       self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), new_target_machine())
       self.engine.add_object_file(llvm.ObjectFileRef.from_data(binary))

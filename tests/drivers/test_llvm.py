@@ -29,6 +29,7 @@ except BackendUnavailable as e:
 needs_llvm = pytest.mark.skipif(bool(LLVM_MISSING), reason=LLVM_MISSING)
 
 LANES = 16
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @contextmanager
@@ -241,6 +242,17 @@ def test_kernels_compile_in_process():
   assert CompilerRuns.count == before, "a compiler process was started for an LLVM kernel"
 
 
+@needs_llvm
+def test_without_a_c_compiler_threaded_kernels_run_on_one_thread(tmp_path):
+  script = ("import numpy as np, tgfn.numpy as tnp\n"
+            "b = np.arange(200 * 200, dtype=np.float32).reshape(200, 200) % 7\n"
+            "assert (np.asarray(tnp.array(b) @ tnp.array(b)) == b @ b).all()\n")
+  env = {**os.environ, "DEV": "LLVM", "CC": "no-such-compiler", "TGFN_CACHE_DIR": str(tmp_path)}
+  proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr
+  assert "LLVM kernels run on one thread: the CPU worker pool needs a C compiler" in proc.stderr
+
+
 def test_backends_lists_each_with_what_to_install():
   listed = {b.name: b for b in tgfn.backends()}
   assert list(listed) == ["CPU", "PYTHON", "LLVM", "OPENCL", "CUDA"]
@@ -255,7 +267,7 @@ def test_selecting_llvm_without_llvmlite_says_what_to_install():
             "import tgfn.numpy as tnp\n"
             "(tnp.array([1.0]) + 1).numpy()\n")
   proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "DEV": "LLVM"}, capture_output=True,
-                        text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                        text=True, timeout=120, cwd=ROOT)
   assert proc.returncode != 0
   assert "BackendUnavailable" in proc.stderr and "llvmlite is not installed" in proc.stderr, proc.stderr
   assert "pip install 'tgfn[llvm]'" in proc.stderr
