@@ -128,27 +128,25 @@ class _Values:
     if dtype.count == 1: return lane
     return "<" + ", ".join(f"{scalar_type(dtype.scalar())} {lane}" for _ in range(dtype.count)) + ">"
 
-  # float16/bfloat16 bits <-> float32, in integer arithmetic (exact, round to nearest even)
   def half_to_float(self, x: str, dtype: DType) -> str:
-    f, i32 = ll_type(_like(dtype, dtypes.float32)), ll_type(_like(dtype, dtypes.int32))
-    wide = self.fn.emit(f"zext {ll_type(dtype)} {x} to {i32}")
-    if dtype.scalar() is dtypes.bfloat16:
-      return self.fn.emit(f"bitcast {i32} {self.fn.emit(f'shl {i32} {wide}, {self.const(16, _like(dtype, dtypes.int32))}')} to {f}")
-    c = lambda v: self.const(v, _like(dtype, dtypes.int32))  # noqa: E731
-    mag = self.fn.emit(f"shl {i32} {self.fn.emit(f'and {i32} {wide}, {c(0x7FFF)}')}, {c(13)}")
-    exp = self.fn.emit(f"and {i32} {mag}, {c(0x7C00 << 13)}")
-    normal = self.fn.emit(f"add {i32} {mag}, {c(112 << 23)}")  # rebias the exponent 15 -> 127
-    special = self.fn.emit(f"add {i32} {normal}, {c(112 << 23)}")  # inf/NaN: exponent all ones
-    # zero and subnormals: put the mantissa under exponent 2^-14 as a float and subtract 2^-14
-    sub_bits = self.fn.emit(f"add {i32} {normal}, {c(1 << 23)}")
-    sub = self.fn.emit(f"fsub {f} {self.fn.emit(f'bitcast {i32} {sub_bits} to {f}')}, {self.const(2.0 ** -14, _like(dtype, dtypes.float32))}")
-    sub_i = self.fn.emit(f"bitcast {f} {sub} to {i32}")
-    is_special = self.fn.emit(f"icmp eq {i32} {exp}, {c(0x7C00 << 13)}")
-    is_sub = self.fn.emit(f"icmp eq {i32} {exp}, {c(0)}")
-    bits = self.fn.emit(f"select {ll_type(_like(dtype, dtypes.bool))} {is_special}, {i32} {special}, {i32} "
-                        f"{self.fn.emit(f'select {ll_type(_like(dtype, dtypes.bool))} {is_sub}, {i32} {sub_i}, {i32} {normal}')}")
-    sign = self.fn.emit(f"shl {i32} {self.fn.emit(f'and {i32} {wide}, {c(0x8000)}')}, {c(16)}")
-    return self.fn.emit(f"bitcast {i32} {self.fn.emit(f'or {i32} {bits}, {sign}')} to {f}")
+    """float16 or bfloat16 bits (lanes of `dtype`) as float32, exactly."""
+    e, i32d, fd = self.fn.emit, _like(dtype, dtypes.int32), _like(dtype, dtypes.float32)
+    i32, f, b = ll_type(i32d), ll_type(fd), ll_type(_like(dtype, dtypes.bool))
+    c = lambda v: self.const(v, i32d)  # noqa: E731
+    wide = e(f"zext {ll_type(dtype)} {x} to {i32}")
+    if dtype.scalar() is dtypes.bfloat16: return e(f"bitcast {i32} {e(f'shl {i32} {wide}, {c(16)}')} to {f}")
+    # exponent and mantissa moved under float32's, the exponent rebiased from 15 to 127
+    mag = e(f"shl {i32} {e(f'and {i32} {wide}, {c(0x7FFF)}')}, {c(13)}")
+    exp = e(f"and {i32} {mag}, {c(0x7C00 << 13)}")
+    normal = e(f"add {i32} {mag}, {c(112 << 23)}")
+    special = e(f"add {i32} {normal}, {c(112 << 23)}")  # inf and NaN: the exponent all ones
+    # zero and subnormals: the mantissa under exponent 2^-14, as a float, minus 2^-14
+    below = e(f"bitcast {i32} {e(f'add {i32} {normal}, {c(1 << 23)}')} to {f}")
+    sub = e(f"bitcast {f} {e(f'fsub {f} {below}, {self.const(2.0 ** -14, fd)}')} to {i32}")
+    is_special, is_sub = e(f"icmp eq {i32} {exp}, {c(0x7C00 << 13)}"), e(f"icmp eq {i32} {exp}, {c(0)}")
+    bits = e(f"select {b} {is_special}, {i32} {special}, {i32} {e(f'select {b} {is_sub}, {i32} {sub}, {i32} {normal}')}")
+    sign = e(f"shl {i32} {e(f'and {i32} {wide}, {c(0x8000)}')}, {c(16)}")
+    return e(f"bitcast {i32} {e(f'or {i32} {bits}, {sign}')} to {f}")
 
   def float_to_half(self, x: str, dtype: DType, half: DType) -> str:
     """float32 lanes `x` rounded to `half` (float16 or bfloat16) bits, as tgfn.uop.alu rounds them."""
