@@ -85,7 +85,9 @@ def assert_same(got: np.ndarray, want: np.ndarray, rtol: float) -> None:
 def check(fn: Callable, *inputs: np.ndarray, rtol: float = 0.0) -> None:
   want = _run("PYTHON", fn, list(inputs), jit=False)
   for jit in (False, True):
-    for g, w in zip(_run("LLVM", fn, list(inputs), jit), want): assert_same(g, w, rtol)
+    got = _run("LLVM", fn, list(inputs), jit)
+    assert len(got) == len(want), f"{len(got)} outputs on LLVM, {len(want)} on PYTHON"
+    for g, w in zip(got, want): assert_same(g, w, rtol)
 
 
 FLOATS = np.array([0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 127.6, -128.9, 255.5, 300.0, 65504.0, 65520.0, 2.0**31, -2.0**31,
