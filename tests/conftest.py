@@ -1,4 +1,9 @@
-"""Shared test setup: every op test runs on each device (CPU and the PYTHON reference interpreter)."""
+"""Shared test setup: every op test runs on each device (CPU and the PYTHON reference interpreter).
+
+TGFN_TEST_DEVICE=LLVM (or any name `tgfn.backends()` lists) runs the suite on that device instead of the
+CPU: it is the default device of every test, and the `device` fixture's pair becomes (it, PYTHON). Tests
+of one driver's own machinery (the C compiler's batching and cache, the CPU worker pool) pin DEV=CPU
+and still run there."""
 from __future__ import annotations
 
 import os
@@ -17,7 +22,8 @@ settings.register_profile("explore", deadline=None, max_examples=200, print_blob
                           suppress_health_check=_SUPPRESSED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tgfn"))
 
-DEVICES = ["CPU", "PYTHON"]
+TEST_DEVICE = os.environ.get("TGFN_TEST_DEVICE", "").strip().upper() or "CPU"
+DEVICES = list(dict.fromkeys([TEST_DEVICE, "PYTHON"]))
 
 
 def pytest_addoption(parser) -> None:
@@ -27,6 +33,20 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
   if config.getoption("--fuzz"): os.environ.setdefault("TGFN_FUZZ", "2000")  # read by tests/fuzz/settings.py
+  if TEST_DEVICE != "CPU":
+    from tgfn_drivers import BackendUnavailable, require_backend
+    if TEST_DEVICE not in {b.name for b in __import__("tgfn").backends()}:
+      raise pytest.UsageError(f"TGFN_TEST_DEVICE={TEST_DEVICE!r} is not a backend; tgfn.backends() lists them")
+    try:
+      require_backend(TEST_DEVICE)
+    except BackendUnavailable as e:
+      raise pytest.UsageError(str(e)) from e
+
+
+@pytest.fixture(autouse=True)
+def _test_device(monkeypatch) -> None:
+  """The default device of every test: TGFN_TEST_DEVICE (a test asking for `device` overrides it)."""
+  if TEST_DEVICE != "CPU": monkeypatch.setenv("DEV", TEST_DEVICE)
 
 
 @pytest.fixture(params=DEVICES)

@@ -29,3 +29,10 @@ if helpers.getenv("DEBUG_NANS") not in ("", "0"):  # the NaN check names the use
 if helpers.getenv("VIZ") not in ("", "0"):  # VIZ=1: record everything and serve the page (tgfn/viz/)
   from tgfn.viz import enable as _enable_viz
   _enable_viz()
+
+
+def backends() -> list:
+  """The backends tgfn knows (CPU, PYTHON, LLVM, OPENCL, CUDA): whether each can run here, and if not why and
+  what to install (tgfn_drivers.Backend records). `DEV=<name>` selects one."""
+  from tgfn_drivers import backends as known
+  return known()

@@ -1,6 +1,6 @@
 """Differential fuzzing: random programs of elementwise, reduction, movement, indexing, update and cast
-ops (tests/fuzz/programs.py) run on the CPU (eagerly, under jit, and under vmap against a Python loop)
-and on the PYTHON reference interpreter, and compared with each other and with NumPy given tgfn's
+ops (tests/fuzz/programs.py) run on the CPU, or the device TGFN_TEST_DEVICE names (eagerly, under jit,
+and under vmap against a Python loop), and on the PYTHON reference interpreter, and compared with each other and with NumPy given tgfn's
 documented semantics. Ints and bools must agree exactly; floats
 to a few ulp between devices and to the op table's tolerance against NumPy, NaN in the same places."""
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tgfn.array import Array
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from tests.conftest import TEST_DEVICE
 from tests.fuzz.programs import APPROX, EXACT, Program, programs, run_numpy, run_tgfn
 from tests.fuzz.settings import fuzz_settings
 from tests.op_registry import TRANSCENDENTAL
@@ -69,8 +70,9 @@ def check_transforms(prog: Program, outs: list[int], cpu: dict) -> None:
 
 
 def check(prog: Program) -> None:
+  """The program on TGFN_TEST_DEVICE (default CPU) and on PYTHON, against each other and NumPy."""
   outs = prog.outputs()
-  with default_device("CPU"):
+  with default_device(TEST_DEVICE):
     cpu_vals = run_tgfn(prog)
     cpu = {i: host(cpu_vals[i]) for i in outs}
     check_transforms(prog, outs, cpu)
@@ -80,15 +82,15 @@ def check(prog: Program) -> None:
   mirror = run_numpy(prog)
   for i in outs:
     dt = cpu_vals[i].dtype
-    assert py_vals[i].dtype == dt, f"v{i}: dtype {dt.name} on CPU, {py_vals[i].dtype.name} on PYTHON"
+    assert py_vals[i].dtype == dt, f"v{i}: dtype {dt.name} on {TEST_DEVICE}, {py_vals[i].dtype.name} on PYTHON"
     # the devices run the same program: a difference is a few ulp of a libm function at most, which
     # later steps may scale; compare relative to the value's magnitude
     tol = TRANSCENDENTAL[dt].rtol if dt.is_float else 0.0
     finite = py[i][np.isfinite(py[i])] if dt.is_float else py[i]
     scale = float(np.abs(finite.astype(np.float64)).max()) if finite.size else 0.0
-    assert_same(cpu[i], py[i], dt, tol, tol * scale, f"v{i} CPU vs PYTHON")
+    assert_same(cpu[i], py[i], dt, tol, tol * scale, f"v{i} {TEST_DEVICE} vs PYTHON")
     want, level, mtol = mirror[i]
-    for name, got in (("CPU", cpu[i]), ("PYTHON", py[i])):
+    for name, got in ((TEST_DEVICE, cpu[i]), ("PYTHON", py[i])):
       if level == EXACT: assert_same(got, np.asarray(want), dt, 0.0, 0.0, f"v{i} {name} vs NumPy")
       elif level == APPROX:
         assert_same(got, np.asarray(want), dt, mtol.rtol, mtol.atol, f"v{i} {name} vs NumPy (within {mtol})")
