@@ -27,6 +27,8 @@ CASES = {
   # rows no tile amount divides: a ragged last tile (opts.py) repeats the last row
   "matmul_ragged": (lambda a, b: a @ b + 1, [((13, 40), "float32"), ((40, 32), "float32")]),
   "matmul_aT": (lambda a, b: a.T @ b, [((40, 11), "float32"), ((40, 16), "float32")]),
+  "matmul_aT_narrow": (lambda a, b: a.T @ b, [((24, 64), "float32"), ((24, 10), "float32")]),
+  "matmul_bT_shallow": (lambda a, b: a @ b.T, [((64, 10), "float32"), ((48, 10), "float32")]),
   "matmul_f64": (lambda a, b: a @ b, [((4, 16), "float64"), ((16, 16), "float64")]),
   "matmul_int": (lambda a, b: a @ b, [((8, 16), "int32"), ((16, 16), "int32")]),
   "batched": (lambda a, b: tnp.einsum("bij,bjk->bik", a, b), [((2, 4, 8), "float32"), ((2, 8, 16), "float32")]),
@@ -114,6 +116,9 @@ def test_heuristic_tiles_and_vectorizes_a_matmul(monkeypatch):
   ops = [o.op for o in kernel.opts]
   # a 2-D tile of vector accumulators; no unrolled reduction under it (that only makes gcc spill)
   assert OptOps.VECTOR in ops and ops.count(OptOps.UPCAST) == 2 and OptOps.UNROLL not in ops, kernel.opts
+  # the rows (the longer side of the tile) upcast first: each row's updates then stand together
+  rows, cols = [o for o in kernel.opts if o.op is OptOps.UPCAST]
+  assert rows.amount > cols.amount, kernel.opts
   assert ("__builtin_fma" in kernel.source or "__builtin_ia32_vfmadd" in kernel.source) and "vector_size" in kernel.source
 
 
@@ -185,3 +190,22 @@ def test_tile_updates_stand_next_to_their_operands(monkeypatch):
   first_assign = body.index(Ops.ASSIGN)
   loads_after = sum(1 for op in body[first_assign:body.index(Ops.ENDRANGE)] if op is Ops.LOAD)
   assert loads_after >= 5, body  # the other five rows' broadcasts come after the first row's updates
+
+
+def test_narrow_and_shallow_contractions_are_vectorized(monkeypatch):
+  """x.T @ g with 10 output columns vectorizes the rows (its loads walk them; each output is stored
+  once), and w.T with 10 rows of depth is still packed into panels, so a @ w.T vectorizes its columns."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  jit = __import__("tgfn").jit
+  a, g = tnp.ones((256, 512)), tnp.ones((256, 10))
+  (kernel,) = jit(lambda a, g: a.T @ g).lower(a, g).kernels
+  assert Opt(OptOps.VECTOR, 0, 8) in kernel.opts or Opt(OptOps.VECTOR, 0, 16) in kernel.opts, kernel.opts
+  d, w = tnp.ones((256, 10)), tnp.ones((512, 10))
+  pack, kernel = jit(lambda d, w: d @ w.T).lower(d, w).kernels
+  assert pack.name.startswith("E_1_32_10_16"), pack.name
+  assert any(o.op is OptOps.VECTOR for o in kernel.opts) and any(o.op is OptOps.UPCAST for o in kernel.opts), kernel.opts
+  # a @ w with 10 columns: lanes along the depth, so w's lanes are a gather; the tile reuses each gather
+  # over many rows rather than gathering many columns per row
+  (kernel,) = jit(lambda a, w: a @ w).lower(tnp.ones((256, 512)), tnp.ones((512, 10))).kernels
+  rows = [o.amount for o in kernel.opts if o.op is OptOps.UPCAST and o.axis == 0]
+  assert rows and rows[0] >= 6, kernel.opts

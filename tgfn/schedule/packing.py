@@ -17,7 +17,7 @@ from tgfn.codegen.opts import VECTOR_DTYPES
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
 
 PANEL = 16
-MIN_ROWS, MIN_DEPTH = 8, 16  # smaller contractions do not repay the copy
+MIN_ROWS, MIN_DEPTH = 8, 2  # fewer rows do not repay the copy (it costs depth x columns, the contraction rows x that)
 
 
 def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
