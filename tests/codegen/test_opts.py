@@ -28,6 +28,8 @@ CASES = {
   "matmul_ragged": (lambda a, b: a @ b + 1, [((13, 40), "float32"), ((40, 32), "float32")]),
   "matmul_aT": (lambda a, b: a.T @ b, [((40, 11), "float32"), ((40, 16), "float32")]),
   "matmul_aT_narrow": (lambda a, b: a.T @ b, [((24, 64), "float32"), ((24, 10), "float32")]),
+  # b packed into panels, a.T copied so that the depth runs contiguously (schedule/packing.py)
+  "matmul_aT_packed": (lambda a, b: a.T @ b, [((24, 16), "float32"), ((24, 32), "float32")]),
   "matmul_bT_shallow": (lambda a, b: a @ b.T, [((64, 10), "float32"), ((48, 10), "float32")]),
   "matmul_f64": (lambda a, b: a @ b, [((4, 16), "float64"), ((16, 16), "float64")]),
   "matmul_int": (lambda a, b: a @ b, [((8, 16), "int32"), ((16, 16), "int32")]),
@@ -209,3 +211,14 @@ def test_narrow_and_shallow_contractions_are_vectorized(monkeypatch):
   (kernel,) = jit(lambda a, w: a @ w).lower(tnp.ones((256, 512)), tnp.ones((512, 10))).kernels
   rows = [o.amount for o in kernel.opts if o.op is OptOps.UPCAST and o.axis == 0]
   assert rows and rows[0] >= 6, kernel.opts
+
+
+def test_a_transposed_row_operand_is_copied_depth_contiguous(monkeypatch):
+  """x.T @ g reads x a row apart per step of the depth: x.T is copied first (a transposing copy, its
+  gathers upcast over whole cache lines), then the contraction reads it as it reads x @ w."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  x, g = tnp.ones((256, 784)), tnp.ones((256, 512))
+  kernels = __import__("tgfn").jit(lambda x, g: x.T @ g).lower(x, g).kernels
+  copy = next(k for k in kernels if k.name.startswith("E_784_1_256"))
+  assert any(o.op is OptOps.UPCAST for o in copy.opts) and any(o.op is OptOps.VECTOR for o in copy.opts), copy.opts
+  assert len(kernels) == 3 and kernels[-1].name.startswith("r_784_512"), [k.name for k in kernels]

@@ -4,14 +4,16 @@ The axes of a kernel are its RANGEs of kind GLOBAL (output) or REDUCE, numbered 
 (`kernel_axes`). Applying an opt splits axis `r` of size n into `r_outer * amount + r_inner`, where
 r_outer keeps r's kind and r_inner takes the opt's kind:
 
-  UPCAST  an output axis: `amount` outputs computed at once (a tile of values and accumulators)
+  UPCAST  an output axis: `amount` outputs computed at once (a tile of values and accumulators); an
+          amount that does not divide the axis leaves a ragged last tile (the last element repeats)
   UNROLL  a reduction axis: `amount` iterations per trip, accumulated in their original order
   VECTOR  either: the inner part becomes the lanes of a vector (on a reduction axis the lanes are
           partial sums combined at the end -- a reordering the float policy allows)
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
 
 An applied opt list fully describes a kernel's schedule, so it can be printed, cached, searched and
-replayed. `apply_opts` raises OptError for an opt that does not fit (amount does not divide the axis).
+replayed. `apply_opts` raises OptError for an opt that does not fit (an amount that does not divide a
+reduction or vector axis, or is longer than the axis).
 """
 from __future__ import annotations
 
