@@ -24,6 +24,13 @@ def _data(shape, dtype, seed):
 CASES = {
   "matmul": (lambda a, b: a @ b, [((8, 32), "float32"), ((32, 32), "float32")]),
   "matmul_bT": (lambda a, b: a @ b.T, [((16, 32), "float32"), ((24, 32), "float32")]),
+  # rows no tile amount divides: a ragged last tile (opts.py) repeats the last row
+  "matmul_ragged": (lambda a, b: a @ b + 1, [((13, 40), "float32"), ((40, 32), "float32")]),
+  "matmul_aT": (lambda a, b: a.T @ b, [((40, 11), "float32"), ((40, 16), "float32")]),
+  "matmul_aT_narrow": (lambda a, b: a.T @ b, [((24, 64), "float32"), ((24, 10), "float32")]),
+  # b packed into panels, a.T copied so that the depth runs contiguously (schedule/packing.py)
+  "matmul_aT_packed": (lambda a, b: a.T @ b, [((24, 16), "float32"), ((24, 32), "float32")]),
+  "matmul_bT_shallow": (lambda a, b: a @ b.T, [((64, 10), "float32"), ((48, 10), "float32")]),
   "matmul_f64": (lambda a, b: a @ b, [((4, 16), "float64"), ((16, 16), "float64")]),
   "matmul_int": (lambda a, b: a @ b, [((8, 16), "int32"), ((16, 16), "int32")]),
   "batched": (lambda a, b: tnp.einsum("bij,bjk->bik", a, b), [((2, 4, 8), "float32"), ((2, 8, 16), "float32")]),
@@ -75,7 +82,7 @@ def _random_opts(seed: int):
   def choose(ast, renderer):
     axes = kernel_axes(ast)
     actions = [Opt(op, axis, amount) for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.VECTOR)
-               for axis in range(len(axes)) for amount in (2, 3, 4, 8)] + \
+               for axis in range(len(axes)) for amount in (2, 3, 4, 6, 8)] + \
               [Opt(OptOps.THREAD, axis) for axis in range(len(axes))] + \
               [Opt(OptOps.SWAP, a, b) for a in range(len(axes)) for b in range(a + 1, len(axes))]
     rng.shuffle(actions)
@@ -111,6 +118,9 @@ def test_heuristic_tiles_and_vectorizes_a_matmul(monkeypatch):
   ops = [o.op for o in kernel.opts]
   # a 2-D tile of vector accumulators; no unrolled reduction under it (that only makes gcc spill)
   assert OptOps.VECTOR in ops and ops.count(OptOps.UPCAST) == 2 and OptOps.UNROLL not in ops, kernel.opts
+  # the rows (the longer side of the tile) upcast first: each row's updates then stand together
+  rows, cols = [o for o in kernel.opts if o.op is OptOps.UPCAST]
+  assert rows.amount > cols.amount, kernel.opts
   assert ("__builtin_fma" in kernel.source or "__builtin_ia32_vfmadd" in kernel.source) and "vector_size" in kernel.source
 
 
@@ -120,7 +130,8 @@ def test_opts_are_checked():
   ast = create_schedule([(x * 2).sum(1).uop])[-1].kernel.ast
   axes = kernel_axes(ast)
   assert [a.kind for a in axes] == [AxisType.GLOBAL, AxisType.REDUCE]
-  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.UPCAST, 0, 4)])
+  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.UNROLL, 1, 4)])
+  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.UPCAST, 0, 8)])
   with pytest.raises(OptError, match="UNROLL needs a reduction"): apply_opts(ast, [Opt(OptOps.UNROLL, 0, 2)])
   with pytest.raises(OptError, match="only an output axis"): apply_opts(ast, [Opt(OptOps.THREAD, 1)])
   with pytest.raises(OptError, match="has 2 axes"): apply_opts(ast, [Opt(OptOps.UPCAST, 5, 2)])
@@ -136,3 +147,78 @@ def test_swap_exchanges_the_nesting_of_two_output_loops():
   assert outer_size([]) == 6 and outer_size([Opt(OptOps.SWAP, 0, 1)]) == 10
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 0)])
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 5)])
+
+
+def _ragged_tile(ast, renderer):
+  """A 6x16 register tile over rows that 6 does not divide, rows upcast first (row-major updates)."""
+  return [Opt(OptOps.VECTOR, 1, 8), Opt(OptOps.UPCAST, 0, 6), Opt(OptOps.UPCAST, 1, 2)]
+
+
+def test_a_ragged_tile_repeats_the_last_row(monkeypatch):
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  monkeypatch.setattr(realize_mod, "default_opts", _ragged_tile)
+  a, b = _data((13, 40), "float32", 0), _data((40, 16), "float32", 1)
+  np.testing.assert_allclose(np.asarray(tnp.array(a) @ tnp.array(b)), a @ b, rtol=2e-5, atol=1e-5)
+
+
+def _ast_of(fn, shape):
+  from tgfn.schedule.schedule import create_schedule
+  x = tnp.ones(shape).realize()
+  return create_schedule([fn(x).uop])[-1].kernel.ast
+
+
+def test_a_ragged_tile_updates_a_donated_buffer_in_place(monkeypatch):
+  """The repeated last rows read the donated weights before any row is stored (linearize.py): reading
+  after the first store would subtract the gradient twice."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  monkeypatch.setattr(realize_mod, "default_opts", _ragged_tile)
+  w, x, g = _data((13, 16), "float32", 0), _data((40, 13), "float32", 1), _data((40, 16), "float32", 2)
+  step = __import__("tgfn").jit(lambda w, x, g: w - 0.5 * (x.T @ g), donate_argnums=0)
+  got = np.asarray(step(tnp.array(w), tnp.array(x), tnp.array(g)))
+  np.testing.assert_allclose(got, w - 0.5 * (x.T @ g), rtol=2e-5, atol=1e-5)
+
+
+def test_tile_updates_stand_next_to_their_operands(monkeypatch):
+  """In a register tile's reduction loop each update's operands are computed just before it (the C
+  compiler then keeps one broadcast row live, not the whole tile's operands): a 6x16 tile's loop body
+  alternates loads and updates instead of loading everything first."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  from tgfn.codegen.pipeline import scalar_passes
+  from tgfn.device import Device
+  ast = scalar_passes(_ast_of(lambda x: x @ x, (48, 48)), Device["CPU"].renderer)
+  linear = optimize(ast, _ragged_tile(ast, None))
+  inner = max(i for i, u in enumerate(linear) if u.op is Ops.RANGE)
+  body = [u.op for u in linear[inner:]]
+  first_assign = body.index(Ops.ASSIGN)
+  loads_after = sum(1 for op in body[first_assign:body.index(Ops.ENDRANGE)] if op is Ops.LOAD)
+  assert loads_after >= 5, body  # the other five rows' broadcasts come after the first row's updates
+
+
+def test_narrow_and_shallow_contractions_are_vectorized(monkeypatch):
+  """x.T @ g with 10 output columns vectorizes the rows (its loads walk them; each output is stored
+  once), and w.T with 10 rows of depth is still packed into panels, so a @ w.T vectorizes its columns."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  jit = __import__("tgfn").jit
+  a, g = tnp.ones((256, 512)), tnp.ones((256, 10))
+  (kernel,) = jit(lambda a, g: a.T @ g).lower(a, g).kernels
+  assert Opt(OptOps.VECTOR, 0, 8) in kernel.opts or Opt(OptOps.VECTOR, 0, 16) in kernel.opts, kernel.opts
+  d, w = tnp.ones((256, 10)), tnp.ones((512, 10))
+  pack, kernel = jit(lambda d, w: d @ w.T).lower(d, w).kernels
+  assert pack.name.startswith("E_1_32_10_16"), pack.name
+  assert any(o.op is OptOps.VECTOR for o in kernel.opts) and any(o.op is OptOps.UPCAST for o in kernel.opts), kernel.opts
+  # a @ w with 10 columns: lanes along the depth, so w's lanes are a gather; the tile reuses each gather
+  # over many rows rather than gathering many columns per row
+  (kernel,) = jit(lambda a, w: a @ w).lower(tnp.ones((256, 512)), tnp.ones((512, 10))).kernels
+  rows = [o.amount for o in kernel.opts if o.op is OptOps.UPCAST and o.axis == 0]
+  assert rows and rows[0] >= 6, kernel.opts
+
+
+def test_a_transposed_row_operand_is_copied_depth_contiguous(monkeypatch):
+  """x.T @ g reads x a row apart per step of the depth: x.T is copied first (a transposing copy, its
+  gathers upcast over whole cache lines), then the contraction reads it as it reads x @ w."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  x, g = tnp.ones((256, 784)), tnp.ones((256, 512))
+  kernels = __import__("tgfn").jit(lambda x, g: x.T @ g).lower(x, g).kernels
+  copy = next(k for k in kernels if k.name.startswith("E_784_1_256"))
+  assert any(o.op is OptOps.UPCAST for o in copy.opts) and any(o.op is OptOps.VECTOR for o in copy.opts), copy.opts
+  assert len(kernels) == 3 and kernels[-1].name.startswith("r_784_512"), [k.name for k in kernels]

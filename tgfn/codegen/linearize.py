@@ -121,12 +121,15 @@ class _Linearizer:
       self.place(acc)
     for rng in ranges: self.place(rng)
     inner = open_ranges | frozenset(ranges)
-    self.emit_scope([v for red in reds for v in red.values], inner)
     # appended, not placed: an unrolled reduction may add the same value several times. Interleaved
-    # across the accumulators, so independent updates stand next to each other
+    # across the accumulators, so independent updates stand next to each other; each update's operands
+    # are computed just before it, so a register tile keeps few operands live at once (the C compiler
+    # allocates registers mostly in source order)
     for i in range(max(len(red.values) for red in reds)):
-      self.program.extend(UOp(Ops.ASSIGN, None, (acc, red.values[i]), red.op)
-                          for acc, red in zip(accs, reds) if i < len(red.values))
+      for acc, red in zip(accs, reds):
+        if i >= len(red.values): continue
+        self.emit_scope([red.values[i]], inner)
+        self.program.append(UOp(Ops.ASSIGN, None, (acc, red.values[i]), red.op))
     for rng in reversed(ranges): self.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
 
 
@@ -137,6 +140,9 @@ def linearize(ast: UOp) -> list[UOp]:
   outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
   outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
   for rng in outer: lin.place(rng)
+  # every load the stores need (outside sequential loops) before the first store: a tile that does not divide its axis stores its
+  # last element more than once (opts.py), and an in-place update must read the old value each time
+  lin.emit_scope([u for u in toposort([ast]) if u.op is Ops.LOAD], frozenset(outer))
   for store in ast.src:  # in order: a store's sequential loops (AxisType.LOOP) end before the next store's begin
     loops = sorted(lin.deps(store) - frozenset(outer), key=lambda r: r.arg[0])
     for rng in loops: lin.place(rng)

@@ -4,14 +4,16 @@ The axes of a kernel are its RANGEs of kind GLOBAL (output) or REDUCE, numbered 
 (`kernel_axes`). Applying an opt splits axis `r` of size n into `r_outer * amount + r_inner`, where
 r_outer keeps r's kind and r_inner takes the opt's kind:
 
-  UPCAST  an output axis: `amount` outputs computed at once (a tile of values and accumulators)
+  UPCAST  an output axis: `amount` outputs computed at once (a tile of values and accumulators); an
+          amount that does not divide the axis leaves a ragged last tile (the last element repeats)
   UNROLL  a reduction axis: `amount` iterations per trip, accumulated in their original order
   VECTOR  either: the inner part becomes the lanes of a vector (on a reduction axis the lanes are
           partial sums combined at the end -- a reordering the float policy allows)
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
 
 An applied opt list fully describes a kernel's schedule, so it can be printed, cached, searched and
-replayed. `apply_opts` raises OptError for an opt that does not fit (amount does not divide the axis).
+replayed. `apply_opts` raises OptError for an opt that does not fit (an amount that does not divide a
+reduction or vector axis, or is longer than the axis).
 """
 from __future__ import annotations
 
@@ -72,12 +74,28 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     raise OptError(f"{opt}: a vector holds a power of two of lanes")
   if opt.op is OptOps.UPCAST and reduce: raise OptError(f"{opt}: UPCAST needs an output axis (UNROLL a reduction)")
   if opt.op is OptOps.UNROLL and not reduce: raise OptError(f"{opt}: UNROLL needs a reduction axis")
-  if opt.amount < 2 or rng.size == 0 or rng.size % opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
+  if opt.amount < 2 or rng.size == 0: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
   next_id = 1 + max(u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE)
   inner = UOp.range(opt.amount, next_id, _KIND[opt.op])
+  if rng.size % opt.amount:
+    if opt.op is not OptOps.UPCAST or rng.size < opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
+    return _ragged_upcast(ast, rng, inner, opt)
   # the outer part stays even when it has one trip, so later opts address the same axis numbers
   outer = UOp.range(rng.size // opt.amount, rng.arg[0], rng.kind)
   return split_range(ast, rng, (outer, inner), outer * opt.amount + inner)
+
+
+def _ragged_upcast(ast: UOp, rng: UOp, inner: UOp, opt: Opt) -> UOp:
+  """UPCAST by an amount that does not divide the axis: the axis is rounded up to whole tiles, and the
+  last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
+  again with the same value. A 6-row matmul tile then fits any number of rows. An in-place update (a
+  donated buffer, read only at the element stored) stays right because the linearizer places every load
+  before the first store (linearize.py)."""
+  n = rng.size
+  outer = UOp.range(-(-n // opt.amount), rng.arg[0], rng.kind)
+  # min(i, n-1) written as -max(-i, 1-n): the index keeps exact bounds [0, n-1] for the simplifier
+  index = -((-(outer * opt.amount + inner)).alu(Ops.MAX, UOp.const(rng.dtype, 1 - n)))
+  return split_range(ast, rng, (outer, inner), index)
 
 
 def _swap(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:

@@ -1,14 +1,15 @@
 """BEAM=n: choose a kernel's opt list by timing real runs instead of trusting the heuristic.
 
 The search starts from two opt lists, none and the heuristic's (tgfn/codegen/heuristic.py). Each round
-extends every member of the beam by one opt -- UPCAST or UNROLL by an amount that divides the axis,
-VECTOR at the renderer's width, THREAD -- on every axis where it fits, compiles the candidates (at most
-MAX_CANDIDATES a round), and runs each on scratch buffers of the kernel's shapes filled with random data
-(never the caller's buffers: a kernel may write in place). A candidate whose output differs from the
-heuristic's on the same inputs (beyond the float policy's reordering, exactly for integers) is dropped,
-so the search can make a kernel slower to find but never wrong. The n fastest (median of a few runs)
-form the next beam; the search stops when a round finds nothing faster. The winner is timed once more
-against the heuristic, interleaved, and kept only if it is still faster.
+extends every member of the beam by one opt -- UPCAST or UNROLL by an amount that divides the axis (or
+an UPCAST whose ragged last tile wastes little), VECTOR at the renderer's width, THREAD -- on every axis
+where it fits, compiles the candidates (at most MAX_CANDIDATES a round), and runs each on scratch
+buffers of the kernel's shapes filled with random data (never the caller's buffers: a kernel may write
+in place). A candidate whose output differs from the heuristic's on the same inputs (beyond the float
+policy's reordering, exactly for integers) is dropped, so the search can make a kernel slower to find
+but never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
+finds nothing faster. The winner is timed once more against the heuristic, interleaved, and kept only if
+it is still faster.
 
 Winners are cached on disk (`<cache dir>/beam/`) per kernel AST, device, machine identity (the compiler's
 cache key: compiler, flags and the instruction set -march=native means) and beam width, so a second run
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 import numpy as np
 
 from tgfn.codegen.opts import VECTOR_DTYPES, Opt, OptError, OptOps, apply_opt, apply_opts, kernel_axes
+from tgfn.codegen.heuristic import RAGGED_WASTE
 from tgfn.codegen.pipeline import default_opts, optimize, takes_opts
 from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Compiled, Device, cache_dir, warn_once, write_atomic
@@ -43,7 +45,7 @@ from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 if TYPE_CHECKING:
   from tgfn.schedule.kernelize import LoweredKernel
 
-SEARCH_VERSION = 1           # part of the cache key: bump it when the search or the action space changes
+SEARCH_VERSION = 2           # part of the cache key: bump it when the search or the action space changes
 MAX_CANDIDATES = 30          # candidates compiled and timed per round
 MAX_ROUNDS = 8
 MIN_GAIN = 0.01              # a round must beat the best time by this fraction to go on
@@ -247,7 +249,9 @@ class _Search:
     for i, axis in enumerate(kernel_axes(ast)):
       reduce = axis.kind is AxisType.REDUCE
       amounts = UNROLL_AMOUNTS if reduce else UPCAST_AMOUNTS
-      acts += [Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, i, a) for a in amounts if axis.size % a == 0]
+      # an output tile may also not divide its axis (the last element repeats) where that wastes little
+      acts += [Opt(OptOps.UNROLL if reduce else OptOps.UPCAST, i, a) for a in amounts
+               if axis.size % a == 0 or (not reduce and axis.size >= a and -axis.size % a <= RAGGED_WASTE * axis.size)]
       # lanes of a reduction are partial sums: a reordering STRICT_FLOAT=1 forbids
       if self.vector_width > 1 and all(d in VECTOR_DTYPES for d in self.dtypes) and not (reduce and strict_float()):
         acts.append(Opt(OptOps.VECTOR, i, self.vector_width))

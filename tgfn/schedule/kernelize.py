@@ -70,8 +70,13 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
     for s in n.src: parents.setdefault(s, []).append(n)
   # consumers first, so whether a node is computed inside a reduction's loop is known when it is reached
   in_reduction: dict[UOp, bool] = {}
+  padded: dict[UOp, bool] = {}  # computed inside a reduction's loop, under a PAD's gate
   for n in reversed(nodes):
     in_reduction[n] = any(p.op is Ops.REDUCE_AXIS or (in_reduction[p] and p not in realize) for p in parents.get(n, ()))
+    padded[n] = any(p not in realize and ((p.op is Ops.PAD and in_reduction[p]) or padded[p]) for p in parents.get(n, ()))
+    # a gate does not skip a loop: a reduction under one would run its loop in full for every padded
+    # position of the outer reduction (a strided conv's input gradient did 11x its work so)
+    if n.op is Ops.REDUCE_AXIS and padded[n]: realize.add(n)
     if n.op is not Ops.EXPAND or math.prod(n.shape) == math.prod(n.src[0].shape): continue
     stack = [n.src[0]]
     seen: set[UOp] = set()
