@@ -140,8 +140,9 @@ def linearize(ast: UOp) -> list[UOp]:
   outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
   outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
   for rng in outer: lin.place(rng)
-  # every load the stores need (outside sequential loops) before the first store: a tile that does not divide its axis stores its
-  # last element more than once (opts.py), and an in-place update must read the old value each time
+  # every load the stores need (outside sequential loops) before the first store: a tile that does not
+  # divide its axis stores its last element more than once (opts.py), and an in-place update must read
+  # the old value each time
   lin.emit_scope([u for u in toposort([ast]) if u.op is Ops.LOAD], frozenset(outer))
   for store in ast.src:  # in order: a store's sequential loops (AxisType.LOOP) end before the next store's begin
     loops = sorted(lin.deps(store) - frozenset(outer), key=lambda r: r.arg[0])
