@@ -79,3 +79,18 @@ def test_a_realization_over_several_devices_runs_each_devices_kernels_on_its_que
   total = sum((tgfn.device_put(p * p, "CPU") for p in parts[1:]), parts[0] * parts[0])
   np.testing.assert_allclose(total.numpy(), sum((np.arange(8.0) + i) ** 2 for i in range(4)))
   assert set(seen) == {"CPU", "CPU:1", "CPU:2", "CPU:3"}
+
+
+def test_groups_that_need_each_other_through_copies_are_split_not_looped():
+  # two kernels (one per device) that each read a copy of the other's output: a cycle between groups
+  # that the grouping rules cannot see value by value; ordering must fall back to one kernel per value
+  from tgfn.schedule.grouping import _dependency_order
+  groups = [["send0", "recv0"], ["send1", "recv1"]]
+  reads = {"send0": set(), "recv0": {"send1"}, "send1": set(), "recv1": {"send0"}}
+  result = []
+  worker = threading.Thread(target=lambda: result.append(_dependency_order(groups, reads)), daemon=True)
+  worker.start()
+  worker.join(30)
+  assert result, "ordering the groups did not finish"
+  order = [node for group in result[0] for node in group]
+  assert all(order.index(r) < order.index(node) for node, rs in reads.items() for r in rs)
