@@ -37,6 +37,8 @@ def _device_name(d: Any) -> str:
 class Mesh:
   """`Mesh(devices, axis_names)`: `devices` an n-d array (nested lists or NumPy) of devices
   (`tgfn.devices()` entries or names like "CPU:1"), one axis name per dimension."""
+  processes = 1  # a pmap's mesh after tgfn.distributed.initialize(): its one axis spans this many processes
+
   def __init__(self, devices: Any, axis_names: Sequence[str]):
     grid = np.array(devices, dtype=object)
     names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)

@@ -1,6 +1,8 @@
 """`pmap(f, axis_name=)`: f mapped over an axis of its inputs, one member per device (member i on the
 mesh's device i), with collectives over `axis_name` combining the members. The same program as
-`vmap(f, axis_name=)` computes, run as per-device copies (tgfn/transforms/spmd.py)."""
+`vmap(f, axis_name=)` computes, run as per-device copies (tgfn/transforms/spmd.py). After
+tgfn.distributed.initialize(), as in JAX's multi-process pmap, each process maps over its own devices and
+the axis spans all processes: its size is the devices of all of them, and collectives combine them all."""
 from __future__ import annotations
 
 import functools
@@ -10,6 +12,7 @@ import numpy as np
 
 import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
+from tgfn.distributed import process_count
 from tgfn.lax.collectives import axis_env
 from tgfn.sharding.mesh import Mesh
 from tgfn.transforms.spmd import to_device, unroll
@@ -43,12 +46,13 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
                        "TGFN_CPU_DEVICES=n before starting for n CPU devices)")
     mesh = Mesh(np.array(pool[:n], dtype=object), (name,) if isinstance(name, str) else ("_pmap",))
     axis = mesh.axis_names[0]
+    mesh.processes = process_count()  # after tgfn.distributed.initialize(), the axis spans every process
     per_member = []
     for x, ax in zip(arrays, axes):
       if ax is None: per_member.append([to_device(x, dev) for dev in mesh.device_names])
       else: per_member.append([to_device(tnp.take(x, i, axis=ax % x.ndim), dev) for i, dev in enumerate(mesh.device_names)])
     holders = [Array(placeholder(m[0].shape, x.dtype, None)) for x, m in zip(arrays, per_member)]
-    with axis_env([(axis, n)]):
+    with axis_env([(axis, n * mesh.processes)]):
       out = f(*unflatten(in_tree, holders))
     outs, out_tree = flatten_outputs(out, fn_name(f))
     values = unroll([o.uop for o in outs], {h.uop: m for h, m in zip(holders, per_member)}, mesh)

@@ -31,6 +31,7 @@ def _chunk(x: Array, dim: int, index: int, count: int) -> Array:
 
 def _lower(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
   """A collective over mesh axes: each device's result from the values of its group."""
+  if mesh.processes > 1: return _lower_across_processes(node, srcs, mesh)
   spec, out = node.arg, []
   for d, device in enumerate(mesh.device_names):
     group = mesh.group(d, spec.axes)
@@ -58,6 +59,29 @@ def _lower(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
     else: raise NotImplementedError(f"no per-device lowering of the collective {kind}")
     out.append(to_device(result, device).uop)
   return out
+
+
+def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
+  """A collective over an axis that spans processes (a pmap after tgfn.distributed.initialize()): this
+  process's devices are members process_index * n ... + n - 1. Combine them here, on the first device,
+  then across the processes with one MPI call; every device gets a copy."""
+  from tgfn.distributed import process_index
+  from tgfn.lax.cross_process import allgather_processes, allreduce_processes
+  spec, first = node.arg, mesh.device_names[0]
+  if spec.kind == "axis_index":
+    return [Array.const(process_index() * mesh.size + d, node.dtype).uop for d in range(mesh.size)]
+  here = [to_device(Array(u), first) for u in srcs]
+  if spec.kind in ("psum", "pmax", "pmin"):
+    combine = {"psum": tnp.add, "pmax": tnp.maximum, "pmin": tnp.minimum}[spec.kind]
+    local = here[0]
+    for v in here[1:]: local = combine(local, v).astype(node.dtype)
+    total = allreduce_processes(local, {"psum": "sum", "pmax": "max", "pmin": "min"}[spec.kind])
+  elif spec.kind == "all_gather":
+    total = allgather_processes(tnp.concatenate(here, axis=spec.params[0]), spec.params[0])
+  else:
+    raise NotImplementedError(f"{spec.kind} across processes: psum, pmean, pmax, pmin, all_gather and axis_index "
+                              "span processes; run the others within one process's devices")
+  return [to_device(total, device).uop for device in mesh.device_names]
 
 
 def unroll(outputs: Sequence[UOp], inputs: dict[UOp, list[Array]], mesh: Mesh) -> list[list[Array]]:
