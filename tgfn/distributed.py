@@ -60,6 +60,8 @@ def _wait(request: Any, what: str) -> None:
 
 
 _KINDS = {"sum": 1, "max": 2, "min": 3, "allgather": 4}
+_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+           "float64"]
 _MAX_DIMS = 8
 
 
@@ -68,15 +70,15 @@ def _check_same(kind: str, x: np.ndarray) -> None:
   from mpi4py import MPI
   if x.ndim > _MAX_DIMS: raise ValueError(f"cross-process collectives take at most {_MAX_DIMS} dimensions, got {x.shape}")
   mine = np.zeros(3 + _MAX_DIMS, np.int64)
-  mine[:3] = (_KINDS[kind], x.dtype.num, x.ndim)
+  mine[:3] = (_KINDS[kind], _DTYPES.index(x.dtype.name) if x.dtype.name in _DTYPES else -1, x.ndim)
   mine[3:3 + x.ndim] = x.shape
   everyone = np.zeros((process_count(), mine.size), np.int64)
   _wait(_state["comm"].Iallgather([mine, MPI.INT64_T], [everyone, MPI.INT64_T]), f"checking a {kind}")
   if (everyone != mine).any():
     def describe(row: np.ndarray) -> str:
       kind_name = {v: k for k, v in _KINDS.items()}.get(int(row[0]), "?")
-      return f"{kind_name} of {np.dtype(np.sctypeDict[int(row[1])] if int(row[1]) in np.sctypeDict else 'V').name} " \
-             f"{tuple(int(n) for n in row[3:3 + int(row[2])])}"
+      dtype_name = _DTYPES[int(row[1])] if 0 <= int(row[1]) < len(_DTYPES) else "?"
+      return f"{kind_name} of {dtype_name} {tuple(int(n) for n in row[3:3 + int(row[2])])}"
     listing = "; ".join(f"process {p}: {describe(row)}" for p, row in enumerate(everyone))
     raise ValueError(f"the processes disagree on a cross-process collective ({listing}); every process must run "
                      "the same program on values of the same shape and dtype")
