@@ -104,6 +104,7 @@ def test_shard_map_equals_the_function_on_the_full_array():
   x = np.random.default_rng(0).standard_normal((8, 5)).astype(np.float32)
   col_sums = tgfn.shard_map(lambda b: lax.psum(b.sum(0), "i"), mesh=mesh, in_specs=P("i"), out_specs=P())
   np.testing.assert_allclose(col_sums(x).numpy(), x.sum(0), rtol=1e-5)
+  np.testing.assert_allclose(tgfn.jit(col_sums)(x).numpy(), x.sum(0), rtol=1e-5)  # the unrolled graph, compiled
   softmax = tgfn.shard_map(lambda b: tnp.exp(b) / lax.psum(tnp.exp(b).sum(0), "i"), mesh=mesh, in_specs=P("i"),
                            out_specs=P("i"))
   np.testing.assert_allclose(softmax(x).numpy(), np.exp(x) / np.exp(x).sum(0), rtol=1e-5)
