@@ -49,7 +49,6 @@ class _Partitioner:
   def __init__(self, mesh: Mesh):
     self.mesh = mesh
     self.n = mesh.size
-    self.collectives = 0  # all-gathers and all-reduces inserted (for tests and docs)
 
   def count(self, names: Sequence[str]) -> int: return math.prod(self.mesh.shape[a] for a in names)
 
@@ -63,7 +62,6 @@ class _Partitioner:
   def gather(self, blocks: list[UOp], layout: Layout) -> list[UOp]:
     """Every device gets the whole value (an all-gather)."""
     if not any(layout): return blocks
-    self.collectives += 1
     spec = _spec(layout)
     return [assemble([Array(b) for b in blocks], spec, self.mesh, dev).uop for dev in self.mesh.device_names]
 
@@ -85,7 +83,6 @@ class _Partitioner:
 
   def all_reduce(self, partials: list[UOp], names: tuple[str, ...], op: Ops) -> list[UOp]:
     """Combine the partial results of the devices that differ only along `names` (the same order on each)."""
-    self.collectives += 1
     combine = {Ops.ADD: tnp.add, Ops.MAX: tnp.maximum, Ops.MUL: tnp.multiply}[op]
     out = []
     for d, dev in enumerate(self.mesh.device_names):
@@ -148,8 +145,8 @@ class _Partitioner:
     return tuple(out)
 
 
-def partition(outputs: Sequence[UOp], inputs: dict[UOp, tuple[Layout, list[UOp]]], mesh: Mesh) -> tuple[list, int]:
-  """(layout, per-device blocks) of each output, and how many collectives were inserted."""
+def partition(outputs: Sequence[UOp], inputs: dict[UOp, tuple[Layout, list[UOp]]], mesh: Mesh) -> list[tuple[Layout, list[UOp]]]:
+  """(layout, per-device blocks) of each output."""
   p = _Partitioner(mesh)
   done: dict[UOp, tuple[Layout, list[UOp]]] = dict(inputs)
   for node in toposort(list(outputs)):
@@ -158,7 +155,7 @@ def partition(outputs: Sequence[UOp], inputs: dict[UOp, tuple[Layout, list[UOp]]
     if not p.fits(node.shape, lay) or any(b.shape != p.block_shape(node.shape, lay) for b in blocks[:1]):
       raise AssertionError(f"partitioning {node.op} gave blocks {blocks[0].shape} for {node.shape} under {lay}")
     done[node] = (lay, blocks)
-  return [done[o] for o in outputs], p.collectives
+  return [done[o] for o in outputs]
 
 
 def _shardings(spec: Any, tree: Any, what: str) -> list[Optional[NamedSharding]]:
@@ -192,7 +189,7 @@ def sharded_jit(f: Callable, in_shardings: Any = None, out_shardings: Any = None
       holders.append(Array(h))
       inputs[h] = (_layout(s.spec, x.ndim), [b.uop for b in blocks_of(x, s)])
     outs, out_tree = flatten_outputs(f(*unflatten(in_tree, holders)), fn_name(f))
-    results, _ = partition([o.uop for o in outs], inputs, mesh)
+    results = partition([o.uop for o in outs], inputs, mesh)
     targets = _shardings(out_shardings, unflatten(out_tree, outs), "out_shardings") \
       if out_shardings is not None else [None] * len(outs)
     final = []

@@ -25,7 +25,7 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
   """Map f over axis `in_axes` of its inputs (None: the same value for every member), one member per
   device of `devices` (default: this process's devices, as many as the mapped axis is long); stack the
   members' outputs along `out_axes` on the first device."""
-  name = axis_name if axis_name is not None else object()  # an unnamed map still needs a private name
+  axis = axis_name if axis_name is not None else "_pmap"  # an unnamed map still needs a name for its mesh
 
   @functools.wraps(f)
   def mapped(*args: Any) -> Any:
@@ -44,8 +44,7 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
     if n > len(pool):
       raise ValueError(f"pmap over {n} members needs {n} devices, but only {len(pool)} are available (set "
                        "TGFN_CPU_DEVICES=n before starting for n CPU devices)")
-    mesh = Mesh(np.array(pool[:n], dtype=object), (name,) if isinstance(name, str) else ("_pmap",))
-    axis = mesh.axis_names[0]
+    mesh = Mesh(np.array(pool[:n], dtype=object), (axis,))
     mesh.processes = process_count()  # after tgfn.distributed.initialize(), the axis spans every process
     per_member = []
     for x, ax in zip(arrays, axes):

@@ -12,14 +12,13 @@ import functools
 import math
 from typing import Any, Callable, Optional
 
+import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
 from tgfn.lax.collectives import axis_env
 from tgfn.sharding.mesh import Mesh, PartitionSpec
 from tgfn.transforms.spmd import to_device, unroll
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
 from tgfn.tree import broadcast_prefix, flatten, unflatten
-
-import tgfn.numpy as tnp
 
 
 def _is_spec(x: Any) -> bool: return x is None or isinstance(x, PartitionSpec)
@@ -78,7 +77,8 @@ def assemble(blocks: list[Array], spec: PartitionSpec, mesh: Mesh, device: Optio
 def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep: bool = False,
               check_vma: bool = False) -> Callable:
   """Run f on each device's block of its inputs (see the module docstring); collectives in f over the
-  mesh's axis names combine the devices."""
+  mesh's axis names combine the devices. check_rep / check_vma are accepted for JAX's signature; the
+  replication they would check is not checked."""
   if not isinstance(mesh, Mesh): raise TypeError(f"shard_map needs a tgfn.sharding.Mesh, got {type(mesh).__name__}")
 
   @functools.wraps(f)
