@@ -22,6 +22,12 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+from tgfn.instances import device_count, devices, local_device_count, local_devices  # noqa: F401,E402
+from tgfn import distributed  # noqa: F401,E402
+from tgfn.distributed import process_count, process_index  # noqa: F401,E402
+from tgfn import sharding  # noqa: F401,E402
+from tgfn.transforms.shard_map import shard_map  # noqa: F401,E402
+from tgfn.transforms.pmap import pmap  # noqa: F401,E402
 from tgfn import config  # noqa: F401,E402
 if helpers.getenv("DEBUG_NANS") not in ("", "0"):  # the NaN check names the user's line: remember lines
   from tgfn.viz.locations import turn_on as _remember_lines

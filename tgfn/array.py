@@ -94,6 +94,14 @@ class Array:
   @property
   def device(self) -> str: return self.uop.device or Device.DEFAULT
   @property
+  def sharding(self) -> Any:
+    from tgfn.sharding.named import SingleDeviceSharding
+    return SingleDeviceSharding(self.device)
+  @property
+  def addressable_shards(self) -> list:
+    from tgfn.sharding.named import Shard
+    return [Shard(self.device, tuple(slice(0, n) for n in self.shape), self)]
+  @property
   def T(self) -> Array: return self.transpose()
   @property
   def mT(self) -> Array: return _np().matrix_transpose(self)
@@ -461,7 +469,11 @@ def _array_dtype(x: Any) -> DType:
 
 
 def device_put(x: Any, device: Optional[str] = None) -> Array:
-  """`x` on `device` (default: the default device). Moving between devices copies through the host."""
+  """`x` on `device` (default: the default device), or laid out by a NamedSharding over its mesh.
+  Between instances of a backend the copy is direct; between backends it goes through the host."""
+  if hasattr(device, "mesh"):
+    from tgfn.sharding.named import shard
+    return shard(x, device)
   arr = x if isinstance(x, Array) else Array.from_data(x)
   target = Device.canonicalize(device or Device.DEFAULT)
   if arr.uop.device == target: return arr

@@ -44,6 +44,9 @@ class HostAllocator(Allocator):
     return raw[start:start + nbytes]
   def copyin(self, handle: np.ndarray, data: memoryview) -> None: handle[:] = np.frombuffer(data, np.uint8)
   def copyout(self, handle: np.ndarray, nbytes: int) -> bytes: return handle.tobytes()
+  def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int) -> None:
+    """Host memory to host memory in one C-level copy (device instances of one host backend share it)."""
+    np.copyto(dst[:nbytes], src[:nbytes])
 
 
 def cache_dir() -> Path:
@@ -212,6 +215,16 @@ class Buffer:
     Device[self.device].allocator.copyin(self.handle, memoryview(flat).cast("B"))
     return self
 
+  def copy_from(self, src: Buffer) -> Buffer:
+    """Copy `src` (same size and dtype) into this buffer: directly when both live in memory one allocator
+    can copy between (CPU instances), else through the host."""
+    if (src.size, src.dtype) != (self.size, self.dtype):
+      raise ValueError(f"copy between buffers of different shapes: {src} into {self}")
+    mine, theirs = Device[self.device].allocator, Device[src.device].allocator
+    if mine is theirs and hasattr(mine, "copy"): mine.copy(self.handle, src.handle, self.nbytes)
+    else: self.copyin(src.numpy())
+    return self
+
   def numpy(self) -> np.ndarray:
     """A fresh host copy of the contents, as a 1-D NumPy array (bfloat16 as its uint16 bits)."""
     return np.frombuffer(Device[self.device].allocator.copyout(self.handle, self.nbytes), self.dtype.np).copy()
@@ -226,22 +239,52 @@ def _available_drivers() -> list[str]:
   return sorted(m.name.upper() for m in pkgutil.iter_modules(tgfn_drivers.__path__) if not m.name.startswith("_"))
 
 
+def instance_count(backend: str) -> int:
+  """How many instances of `backend` this process has: TGFN_<BACKEND>_DEVICES (default 1), as JAX's
+  --xla_force_host_platform_device_count makes several CPU devices of one host."""
+  raw = os.environ.get(f"TGFN_{backend}_DEVICES", "1") or "1"
+  try:
+    count = int(raw)
+  except ValueError:
+    raise ValueError(f"TGFN_{backend}_DEVICES must be a positive integer, got {raw!r}") from None
+  if count < 1: raise ValueError(f"TGFN_{backend}_DEVICES must be a positive integer, got {raw!r}")
+  return count
+
+
 class _DeviceRegistry:
-  """`Device["CPU"]` loads `tgfn_drivers.cpu` once and returns its `DEVICE`."""
+  """`Device["CPU"]` loads `tgfn_drivers.cpu` once and returns its `DEVICE`.
+
+  Device names are "<BACKEND>" or "<BACKEND>:<n>". Instance 0 is the plain backend name ("CPU:0" is
+  "CPU"); instances 1..TGFN_<BACKEND>_DEVICES-1 keep their number. All instances of a backend share its
+  driver (allocator, compiler, compiled kernels); each runs its kernels on a queue of its own
+  (tgfn/engine/queues.py)."""
   def __init__(self) -> None: self._loaded: dict[str, Compiled] = {}
 
   def canonicalize(self, name: str) -> str:
     if not isinstance(name, str): name = getattr(name, "name", str(name))
-    base = name.split(":")[0].upper()
+    base, _, index = name.partition(":")
+    base = base.upper()
     if base not in _available_drivers():
       raise ValueError(f"unknown device {name!r}; available devices: {', '.join(_available_drivers())}")
-    return base
+    if not index or index == "0": return base
+    if not index.isdigit(): raise ValueError(f"device {name!r}: the instance after ':' must be a number")
+    if int(index) >= (count := instance_count(base)):
+      raise ValueError(f"device {name!r} does not exist: this process has {count} {base} device(s), "
+                       f"{base}:0..{base}:{count - 1} (set TGFN_{base}_DEVICES before starting to have more)")
+    return f"{base}:{int(index)}"
+
+  @staticmethod
+  def backend(name: str) -> str:
+    """The backend of a canonical device name: "CPU:1" -> "CPU"."""
+    return name.partition(":")[0]
 
   def __getitem__(self, name: str) -> Compiled:
     if (hit := self._loaded.get(name)) is not None: return hit  # the common case: a canonical name
     name = self.canonicalize(name)
-    if name not in self._loaded:
-      self._loaded[name] = importlib.import_module(f"tgfn_drivers.{name.lower()}").DEVICE
+    base = self.backend(name)
+    if base not in self._loaded:
+      self._loaded[base] = importlib.import_module(f"tgfn_drivers.{base.lower()}").DEVICE
+    self._loaded[name] = self._loaded[base]  # an instance shares its backend's driver
     return self._loaded[name]
 
   @property

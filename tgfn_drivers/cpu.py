@@ -238,6 +238,8 @@ class MallocAllocator(Allocator):
   def copyin(self, handle: int, data: memoryview) -> None:
     if data.nbytes: ctypes.memmove(handle, np.frombuffer(data, np.uint8).ctypes.data, data.nbytes)
   def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)
+  def copy(self, dst: int, src: int, nbytes: int) -> None:  # between CPU device instances: one memmove
+    if nbytes: ctypes.memmove(dst, src, nbytes)
 
 
 _dlopen = ctypes.CDLL  # the loader, a name tests can replace

@@ -92,3 +92,31 @@ def test_every_call_kind_has_grad_jvp_and_vmap_rules():
       with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
         tgfn.jit(tgfn.grad(f))(x)
     else: assert tgfn.jit(tgfn.grad(f))(x).shape == (3,)
+
+
+def test_every_collective_kind_has_jvp_vjp_and_batching_rules():
+  """COLLECTIVE is one op with a kind per collective (tgfn/lax/collectives.py): each kind goes through
+  jvp and grad inside vmap(axis_name=) (its batching rule over its own axis), and through a vmap of
+  another axis inside that (its batching rule as a collective kept for the outer axis)."""
+  import numpy as np
+
+  import tgfn
+  from tgfn import lax
+  from tgfn.lax.collectives import KINDS
+  uses = {
+    "psum": lambda v: lax.psum(v, "i"), "pmax": lambda v: lax.pmax(v, "i"), "pmin": lambda v: lax.pmin(v, "i"),
+    "all_gather": lambda v: lax.all_gather(v, "i", tiled=True),
+    "psum_scatter": lambda v: lax.psum_scatter(v, "i", tiled=True),
+    "all_to_all": lambda v: lax.all_to_all(v, "i", 0, 0, tiled=True),
+    "ppermute": lambda v: lax.ppermute(v, "i", [(0, 1), (1, 0)]),
+    "axis_index": lambda v: v * lax.axis_index("i"),
+  }
+  assert set(uses) == set(KINDS)
+  x = np.arange(8, dtype=np.float32).reshape(2, 4) + 1
+  for kind, f in uses.items():
+    loss = lambda v: (f(v) * f(v)).sum()  # noqa: E731
+    grads = tgfn.vmap(tgfn.grad(loss), axis_name="i")(x)
+    tangents = tgfn.vmap(lambda v: tgfn.jvp(f, (v,), (v,))[1], axis_name="i")(x)
+    inner = tgfn.vmap(lambda row: tgfn.vmap(lambda v: f(v), axis_name="j")(row[None])[0], axis_name="i")(x)
+    assert grads.shape == x.shape and tangents.shape[0] == 2 and inner.shape[0] == 2, kind
+    assert np.isfinite(grads.numpy()).all() and np.isfinite(tangents.numpy()).all(), kind

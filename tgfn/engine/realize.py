@@ -16,7 +16,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
 from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
-from tgfn.engine import batch_cache
+from tgfn.engine import batch_cache, queues
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn import helpers
@@ -106,7 +106,8 @@ def count_flops(linear: list[UOp]) -> int:
 
 def _cache_key(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]) -> tuple:
   # TRANSCENDENTAL=2, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
-  return (device, kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
+  # instances of one backend ("CPU", "CPU:1") share compiled kernels: the key holds the backend
+  return (Device.backend(device), kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
 
 
 def _remember(key: tuple, compiled: CompiledKernel) -> CompiledKernel:
@@ -242,6 +243,7 @@ class _Plan:
   cacheable: bool
   compiled_in: OrderedDict            # the kernel cache its kernels came from (see _plan_for)
   remember: tuple[tuple[int, UOp], ...] = ()  # (slot, node): values to remember on the graph's nodes
+  devices: frozenset = frozenset()    # the devices its steps run on; several: each on its own queue
 
 
 # graph structure (tgfn/engine/structure.py) -> plan, least recently used first
@@ -294,7 +296,8 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
     steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
                        tuple(param_of[p] for p in lowered.params)))
   track_end([s.kernel for s in steps])
-  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember))
+  return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember),
+               frozenset(s.device for s in steps))
 
 
 # On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
@@ -340,6 +343,7 @@ def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
 def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
+  if len(plan.devices) > 1: return _run_on_queues(plan, buffers, params)
   start, level = time.perf_counter(), _debug()
   nans = (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and _nans()  # a dict lookup when off
   n_kernels = 0
@@ -348,7 +352,7 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
       for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
       n = len(step.outputs)
       if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
-      elif step.kernel is None: buffers[step.slots[0]].copyin(buffers[step.slots[1]].numpy())
+      elif step.kernel is None: buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
       continue
     driver = step.driver
     for slot, (size, dtype) in zip(step.slots, step.outputs):
@@ -362,6 +366,23 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
     if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots[:len(step.outputs)]])
   if level >= 1 and plan.steps:
     debug.print_call(f"realized {len(plan.outputs)} output(s)", n_kernels, time.perf_counter() - start)
+  return buffers
+
+
+def _run_on_queues(plan: _Plan, buffers: list[Any], params: list[UOp]) -> list[Any]:
+  """`_run` for a plan spanning several devices: each step on its device's queue (tgfn/engine/queues.py)."""
+  def work(step: _Step) -> Callable[[], None]:
+    def run() -> None:
+      n = len(step.outputs)
+      for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
+      if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
+      elif step.kernel is None: buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
+      elif step.outputs[0][0]:
+        step.kernel.program(*[buffers[s].arg for s in step.slots],
+                            *[step.driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
+    return run
+  queues.run_on_queues([(s.device, work(s), s.slots[len(s.outputs):], s.slots[:len(s.outputs)]) for s in plan.steps])
+  Counters.kernels_launched += sum(1 for s in plan.steps if s.kernel is not None and s.outputs[0][0])
   return buffers
 
 

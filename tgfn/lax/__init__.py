@@ -6,3 +6,4 @@ from tgfn.lax.primitives import *  # noqa: F401,F403
 from tgfn.lax.conv import *  # noqa: F401,F403
 from tgfn.lax.special import *  # noqa: F401,F403
 from tgfn.lax.slicing import *  # noqa: F401,F403
+from tgfn.lax.collectives import *  # noqa: F401,F403,E402

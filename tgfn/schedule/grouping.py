@@ -62,6 +62,8 @@ def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> li
   # listed by first member, a group may still read a kernel listed after it (through a later member)
   owner = {node: i for i, group in enumerate(groups) for node in group}
   needs = [{owner[r] for node in group for r in reads[node] if r in owner} - {i} for i, group in enumerate(groups)]
+  if not _acyclic(needs):  # groups on several devices may need each other through copies: one kernel per value
+    return _dependency_order([[node] for group in groups for node in group], reads)
   placed: list[int] = []
   done: set[int] = set()
   for first in range(len(groups)):
@@ -77,6 +79,22 @@ def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> li
         done.add(g)
         placed.append(g)
   return [groups[i] for i in placed]
+
+
+def _acyclic(needs: list[set[int]]) -> bool:
+  """Whether the groups' needs form no cycle (Kahn's algorithm). Joining checks paths through single
+  values; two groups on different devices can still each read a copy of the other's output."""
+  waiting = [len(n) for n in needs]
+  users: list[list[int]] = [[] for _ in needs]
+  for g, ns in enumerate(needs):
+    for n in ns: users[n].append(g)
+  ready, placed = [g for g, w in enumerate(waiting) if w == 0], 0
+  while ready:
+    placed += 1
+    for user in users[ready.pop()]:
+      waiting[user] -= 1
+      if waiting[user] == 0: ready.append(user)
+  return placed == len(needs)
 
 
 def _joinable(node: UOp, groups: list[list[UOp]], alone: set[UOp], reads: dict[UOp, set[UOp]],

@@ -156,9 +156,11 @@ def _move_axis(x: Array, src: int, dst: int) -> Array:
   return x._permute(tuple(order))
 
 
-def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[int] = None) -> Callable:
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[int] = None,
+         axis_name: Optional[str] = None) -> Callable:
   """Map f over an axis of its inputs. in_axes/out_axes: an int, None (not mapped), or a pytree
-  prefix of the arguments/outputs made of those; negative axes count from the end."""
+  prefix of the arguments/outputs made of those; negative axes count from the end. With `axis_name`,
+  collectives over that name (tgfn.lax.psum, ...) in f combine the mapped members."""
   @functools.wraps(f)
   def batched(*args: Any, **kwargs: Any) -> Any:
     if kwargs: args, call = args + (kwargs,), lambda *a: f(*a[:-1], **a[-1])
@@ -189,9 +191,13 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     moved = {i: _move_axis(x, ax % x.ndim, 0) for i, (x, ax) in enumerate(zip(arrays, axes)) if ax is not None}
     traced = list(arrays)
     for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device))
-    out = call(*unflatten(in_tree, traced))
+    from tgfn.lax.collective_batching import batching_axis
+    from tgfn.lax.collectives import axis_env
+    with axis_env([(axis_name, size)] if axis_name is not None else []):
+      out = call(*unflatten(in_tree, traced))
     outs, out_tree = flatten_outputs(out, fn_name(f))
-    results = batch_graph([o.uop for o in outs], {traced[i].uop: x for i, x in moved.items()}, size)
+    with batching_axis(axis_name):
+      results = batch_graph([o.uop for o in outs], {traced[i].uop: x for i, x in moved.items()}, size)
     try:
       out_spec = broadcast_prefix(out_axes, unflatten(out_tree, outs))
     except ValueError as e:

@@ -396,9 +396,15 @@ def _write_back(plan: _StatePlan, outs: list[Array], leaves: Sequence[Any]) -> N
 
 
 def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static_argnames: Union[str, Sequence[str]] = (),
-        donate_argnums: IntOrSeq = (), beam: Optional[int] = None) -> Any:
+        donate_argnums: IntOrSeq = (), beam: Optional[int] = None, in_shardings: Any = None,
+        out_shardings: Any = None) -> Any:
   """Compile `fun` (also usable as `@jit` or `@jit(static_argnums=...)`). `beam=n` chooses its kernels'
-  optimizations by a timed search of width n, as BEAM=n does (docs/compiler.md)."""
+  optimizations by a timed search of width n, as BEAM=n does (docs/compiler.md). With `in_shardings` /
+  `out_shardings` (NamedShardings), fun is partitioned over their mesh (tgfn/sharding/partition.py)."""
+  if in_shardings is not None or out_shardings is not None:
+    from tgfn.sharding.partition import sharded_jit
+    make = lambda f: sharded_jit(f, in_shardings, out_shardings)  # noqa: E731
+    return make if fun is None else make(fun)
   if fun is None:
     return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums, beam)
   if not callable(fun): raise TypeError(f"jit expects a function, got {type(fun).__name__}")

@@ -82,12 +82,13 @@ NO_BATCH_RULE_NEEDED: dict[Ops, str] = {
 
 def batch_graph(outputs: Sequence[UOp], batched_inputs: dict[UOp, Array], size: int) -> list[Batched]:
   """Rewrite `outputs` given batched values (batch axis leading) for some input nodes."""
+  from tgfn.lax.collective_batching import over_batch_axis  # (a collective over the vmap's own axis)
   done: dict[UOp, Batched] = {u: (a, True) for u, a in batched_inputs.items()}
   custom_calls: dict = {}
   for node in toposort(list(outputs)):
     if node in done: continue
     srcs = [done[s] for s in node.src]
-    if not any(b for _, b in srcs):
+    if not any(b for _, b in srcs) and not over_batch_axis(node):
       done[node] = (Array(node) if all(a.uop is s for (a, _), s in zip(srcs, node.src))
                     else Array(node.replace(src=tuple(a.uop for a, _ in srcs))), False)
     elif node.op is Ops.CALL:  # a sub-graph call: all of its outputs batched at once

@@ -62,6 +62,8 @@ class Ops(Enum):
   # ---- transform markers (tensor level): the value of src[0], with special meaning to transforms
   DETACH = auto()       # stop_gradient: no derivative flows through
   CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
+  COLLECTIVE = auto()   # src: (x,) (none for axis_index); arg: a Collective (tgfn/lax/collectives.py): psum,
+                        # all_gather, ... over named axes; replaced by shard_map, pmap or vmap before it runs
   # ---- sub-graphs (tensor level): one output of a call of a closed body (tgfn/uop/body.py)
   CALL = auto()         # src: the call's inputs; arg: (CallSpec, output index). Its own schedule item
   # ---- elementwise ALU, every level. Unary:
@@ -281,6 +283,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.CALL: return arg[0].out_avals[arg[1]][0]
   if op in (Ops.RESHAPE, Ops.EXPAND): return arg
   if op is Ops.HOST: return arg[2]
+  if op is Ops.COLLECTIVE: return arg.shape
   src = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src[i] for i in arg)
   if op is Ops.PAD: return tuple(s + lo + hi for s, (lo, hi) in zip(src, arg))

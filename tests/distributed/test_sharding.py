@@ -1,0 +1,83 @@
+"""Sharded arrays: NamedSharding layouts, device_put to a sharding, and jit partitioned by in_shardings
+and out_shardings (data-parallel, column- and row-split matmuls) against the same math on one device."""
+import numpy as np
+import pytest
+
+import tgfn
+import tgfn.numpy as tnp
+from tgfn.sharding import NamedSharding, P, ShardedArray, make_mesh
+from tgfn.uop.ops import Ops
+
+
+@pytest.fixture(autouse=True)
+def _four_interpreter_devices(monkeypatch):  # the layouts do not depend on the backend; PYTHON compiles nothing
+  monkeypatch.setenv("DEV", "PYTHON")
+  monkeypatch.setenv("TGFN_PYTHON_DEVICES", "4")
+
+
+def _rng(*shape, seed=0): return np.random.default_rng(seed + len(shape)).standard_normal(shape).astype(np.float32)
+
+
+def _copies_of_computed_values(arrays) -> int:
+  """COPY nodes moving a computed value between devices (not the placement of an input)."""
+  from tgfn.uop.ops import toposort
+  nodes = toposort([a.uop for a in arrays])
+  return sum(1 for u in nodes if u.op is Ops.COPY and u.src[0].op not in (Ops.BUFFER, Ops.SHRINK))
+
+
+def test_device_put_to_a_sharding_places_each_block_on_its_device():
+  mesh = make_mesh((2, 2), ("x", "y"))
+  x = _rng(4, 6)
+  s = tgfn.device_put(x, NamedSharding(mesh, P("x", "y")))
+  assert isinstance(s, ShardedArray) and s.sharding.spec == P("x", "y")
+  shards = s.addressable_shards
+  assert [sh.device for sh in shards] == ["PYTHON", "PYTHON:1", "PYTHON:2", "PYTHON:3"]
+  for sh in shards:
+    assert sh.data.device == sh.device
+    np.testing.assert_array_equal(sh.data.numpy(), x[sh.index])
+  np.testing.assert_array_equal(s.numpy(), x)
+  assert tnp.ones(3).sharding.device_set == {"PYTHON"}
+  with pytest.raises(ValueError, match="not divisible"): tgfn.device_put(_rng(3, 6), NamedSharding(mesh, P("x")))
+  with pytest.raises(ValueError, match="names mesh axes"): NamedSharding(mesh, P("z"))
+
+
+def test_data_parallel_gradient_equals_the_one_device_gradient():
+  mesh = make_mesh((4,), ("batch",))
+  params = {"w1": _rng(5, 8), "b1": _rng(8), "w2": _rng(8, 3), "b2": _rng(3)}
+  x, y = _rng(8, 5, seed=1), _rng(8, 3, seed=2)
+  def loss(p, x, y):
+    h = tnp.tanh(x @ p["w1"] + p["b1"])
+    return ((h @ p["w2"] + p["b2"] - y) ** 2).mean()
+  replicated, split = NamedSharding(mesh, P()), NamedSharding(mesh, P("batch"))
+  step = tgfn.jit(tgfn.value_and_grad(loss), in_shardings=(replicated, split, split), out_shardings=replicated)
+  value, grads = step(params, x, y)
+  want_value, want_grads = tgfn.value_and_grad(loss)(params, x, y)
+  np.testing.assert_allclose(value.numpy(), want_value.numpy(), rtol=1e-5)
+  for k in params:
+    assert grads[k].sharding.spec == P()
+    np.testing.assert_allclose(grads[k].numpy(), want_grads[k].numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_column_split_matmul_needs_no_communication_and_row_split_one_all_reduce():
+  mesh = make_mesh((2,), ("model",))
+  x, w = _rng(4, 6), _rng(6, 8)
+  column = tgfn.jit(lambda x, w: tnp.tanh(x @ w), in_shardings=(NamedSharding(mesh, P()), NamedSharding(mesh, P(None, "model"))))
+  out = column(x, w)
+  assert out.sharding.spec == P(None, "model") and _copies_of_computed_values(out.blocks) == 0
+  np.testing.assert_allclose(out.numpy(), np.tanh(x @ w), rtol=1e-5, atol=1e-6)
+  h = _rng(4, 8)
+  row = tgfn.jit(lambda h, w: h @ w, in_shardings=(NamedSharding(mesh, P(None, "model")), NamedSharding(mesh, P("model"))))
+  out = row(h, w.T)
+  assert out.sharding.spec == P() and _copies_of_computed_values(out.blocks) == 2  # each device gets the other's partial
+  np.testing.assert_allclose(out.numpy(), h @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_out_shardings_reshard_and_sharded_arguments_carry_their_layout():
+  mesh = make_mesh((2,), ("d",))
+  x = tgfn.device_put(_rng(4, 4), NamedSharding(mesh, P("d")))
+  f = tgfn.jit(lambda x: x * 2 + 1, out_shardings=NamedSharding(mesh, P(None, "d")))
+  out = f(x)
+  assert out.sharding.spec == P(None, "d")
+  np.testing.assert_allclose(out.numpy(), x.numpy() * 2 + 1)
+  with pytest.raises(ValueError, match="one mesh"):
+    tgfn.jit(lambda a, b: a + b, in_shardings=(NamedSharding(mesh, P()), NamedSharding(make_mesh((4,), ("e",)), P())))(x, x)

@@ -1,0 +1,1 @@
+"""Runnable examples: `python -m tgfn.examples.<name>` (see docs/distributed.md)."""
