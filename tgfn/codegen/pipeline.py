@@ -5,6 +5,7 @@ import os
 from typing import Optional
 
 from tgfn.codegen.blocking import block_long_reductions
+from tgfn.codegen.complex_lower import lower_complex
 from tgfn.codegen.expand import expand
 from tgfn.codegen.heuristic import hand_coded_opts
 from tgfn.codegen.opts import Opt, apply_opts
@@ -53,7 +54,7 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
 
 
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
-  ast = graph_rewrite(ast, symbolic)
+  ast = graph_rewrite(lower_complex(ast), symbolic)  # first: nothing after it sees a complex value
   ast = graph_rewrite(ast, promote_halves)
   if not renderer.has_transcendentals or force_decomposition():
     ast = graph_rewrite(ast, decompose_transcendentals + symbolic)

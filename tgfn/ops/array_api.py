@@ -2,8 +2,7 @@
 inspection namespace, and the functions NumPy names differently or tgfn lacked (`copysign`,
 `nextafter`, `signbit`, `cumulative_sum`/`cumulative_prod`, `unique_*`, `tril`/`triu`, `diff`,
 `meshgrid`, `count_nonzero`, `nonzero`, `unstack`, `vecdot`, `matrix_transpose`, `isdtype`,
-`can_cast`). Complex numbers are not supported (tgfn has no complex dtype): `real` and `conj` return x,
-`imag` zeros. Functions with data-dependent shapes (`unique_*`, `nonzero`) need concrete values, as
+`can_cast`). `real`, `imag` and `conj` are tgfn/ops/complex_math.py's. Functions with data-dependent shapes (`unique_*`, `nonzero`) need concrete values, as
 boolean masks do (docs/numpy.md); under jit they raise ConcretizationError."""
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from tgfn.uop.ops import Ops, UOp
 
 __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh", "asinh", "atanh", "pow",
            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
-           "matrix_transpose", "vecdot", "real", "imag", "conj", "signbit", "copysign", "nextafter",
+           "matrix_transpose", "vecdot", "signbit", "copysign", "nextafter",
            "unique_all", "unique_counts", "unique_inverse", "unique_values",
            "isdtype", "can_cast", "result_type", "unstack"]
 
@@ -71,8 +70,8 @@ def __array_namespace_info__() -> _Info:
 
 _KINDS = {"bool": lambda d: d.is_bool, "signed integer": lambda d: d.kind == "i",
           "unsigned integer": lambda d: d.kind == "u", "integral": lambda d: d.is_int,
-          "real floating": lambda d: d.is_float, "complex floating": lambda d: False,
-          "numeric": lambda d: d.is_int or d.is_float}
+          "real floating": lambda d: d.is_float, "complex floating": lambda d: d.is_complex,
+          "numeric": lambda d: d.is_int or d.is_inexact}
 
 
 def isdtype(dtype: Any, kind: Union[str, Any, tuple]) -> bool:
@@ -123,11 +122,6 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
   """The dot product of x1 and x2 along `axis` (broadcasting the others)."""
   x1, x2 = as_array(x1), as_array(x2)
   return sum(x1 * x2, axis=axis)
-
-
-def real(x: Any) -> Array: return as_array(x)
-def conj(x: Any) -> Array: return as_array(x)
-def imag(x: Any) -> Array: return zeros(as_array(x).shape, as_array(x).dtype)
 
 
 # ---- sign bits
