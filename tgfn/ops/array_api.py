@@ -119,8 +119,11 @@ def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
 
 
 def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
-  """The dot product of x1 and x2 along `axis` (broadcasting the others)."""
+  """The dot product of x1 and x2 along `axis` (broadcasting the others); a complex x1 is conjugated."""
   x1, x2 = as_array(x1), as_array(x2)
+  if x1.dtype.is_complex:
+    from tgfn.ops.complex_math import conj
+    x1 = conj(x1)
   return sum(x1 * x2, axis=axis)
 
 

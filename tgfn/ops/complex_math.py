@@ -146,6 +146,24 @@ def complex_power(a: Array, b: Any) -> Array:
   return where((a == 0) & (b != 0), Array.const(0, out.dtype, out.shape), out)
 
 
+def complex_prod(x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+  """The product over `axes` as a pairwise tree of complex multiplications (kernels sum complex values
+  but have no complex product accumulator): log2(n) levels of elementwise products."""
+  from tgfn.ops.shape import concatenate
+  moved = tuple(a for a in range(x.ndim) if a not in axes) + tuple(axes)
+  kept = tuple(x.shape[a] for a in range(x.ndim) if a not in axes)
+  flat = x._permute(moved)._reshape(kept + (math.prod(x.shape[a] for a in axes),))
+  if flat.shape[-1] == 0: flat = Array.const(1, x.dtype, kept + (1,))
+  while flat.shape[-1] > 1:
+    n, half = flat.shape[-1], flat.shape[-1] // 2
+    part = lambda lo, hi: flat[..., lo:hi]  # noqa: E731
+    pairs = part(0, half) * part(half, 2 * half)
+    flat = concatenate([pairs, part(2 * half, n)], axis=-1) if n % 2 else pairs
+  out = flat._reshape(kept)
+  if not keepdims: return out
+  return out._reshape(tuple(1 if a in axes else d for a, d in enumerate(x.shape)))
+
+
 def no_complex(name: str, *xs: Array) -> None:
   """Raise for functions that have no meaning on complex numbers (orderings, rounding)."""
   if any(x.dtype.is_complex for x in xs):
