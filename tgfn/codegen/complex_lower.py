@@ -153,7 +153,8 @@ def _complex_mul(p: Pair, q: Pair, dtype: DType) -> Pair:
 
 def _complex_div(p: Pair, q: Pair, dtype: DType) -> Pair:
   """p / q. A real or imaginary divisor divides the parts; otherwise Smith's algorithm, which scales by the
-  larger part of the divisor so |q|^2 is never formed (it would overflow or underflow long before q does)."""
+  larger part of the divisor so |q|^2 is never formed (it would overflow or underflow long before q does),
+  with NumPy's rule for a zero divisor."""
   (a, b), (c, d) = p, q
   if c is None and d is None:  # division by an exact zero: as the real formula, (a/0, b/0)
     c = UOp.const(dtype, 0.0)
@@ -164,8 +165,12 @@ def _complex_div(p: Pair, q: Pair, dtype: DType) -> Pair:
   den1, den2 = c + d * r1, c * r2 + d
   re1, im1 = _add(a, _mul(b, r1)), _sub(b, _mul(a, r1))
   re2, im2 = _add(_mul(a, r2), b), _sub(_mul(b, r2), a)
-  pick = lambda x, y: wide.where(_materialize(x, dtype), _materialize(y, dtype))  # noqa: E731
-  return pick(_div(re1, den1, dtype), _div(re2, den2, dtype)), pick(_div(im1, den1, dtype), _div(im2, den2, dtype))
+  # a zero divisor gives (a/0, b/0), infinities as NumPy's, where the ratios above would be 0/0 = NaN
+  nonzero = _or(_nonzero(c), _nonzero(d))
+  by_zero = lambda x: _div(x, UOp.const(dtype, 0.0), dtype)  # noqa: E731
+  pick = lambda x, y, z: nonzero.where(wide.where(_materialize(x, dtype), _materialize(y, dtype)), z)  # noqa: E731
+  return (pick(_div(re1, den1, dtype), _div(re2, den2, dtype), by_zero(a)),
+          pick(_div(im1, den1, dtype), _div(im2, den2, dtype), by_zero(b)))
 
 
 def _div(x: Part, y: UOp, dtype: DType) -> Part:

@@ -32,7 +32,7 @@ def imag(x: Any) -> Array:
   """The imaginary part (zeros for real arrays)."""
   x = as_array(x)
   if not x.dtype.is_complex: return Array.const(0, x.dtype, x.shape)
-  return (x * Array.const(-1j, x.dtype)).astype(real_dtype(x.dtype))
+  return (x * Array.const(complex(0.0, -1.0), x.dtype)).astype(real_dtype(x.dtype))  # (-1j has real part -0.0)
 
 
 def make_complex(re: Array, im: Array) -> Array:
