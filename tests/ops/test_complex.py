@@ -168,6 +168,8 @@ def test_elementwise_functions_match_numpy(device, dt) -> None:
   _check(tnp.isfinite(Z / 0), np.isfinite(z / 0))
   _check(tnp.iscomplex(Z), np.iscomplex(z))
   _check(tnp.round(Z * 3.3), np.round(z * 3.3))
+  _check(tnp.isclose(Z, Z + 1e-9), np.isclose(z, z + dt(1e-9)))
+  _check(tnp.cumsum(Z), np.cumsum(z))
   assert tnp.iscomplexobj(Z) and not tnp.iscomplexobj(tnp.real(Z)) and tnp.isrealobj(tnp.ones(2))
   _check(tnp.power(Z[:6], 0.5 + 1j), np.power(z[:6], dt(0.5 + 1j)), dt) if dt is np.complex128 else None
 
