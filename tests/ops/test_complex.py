@@ -187,6 +187,9 @@ def test_jit_matches_eager(device) -> None:
   f = lambda z: tnp.abs(z * (1 + 2j) - tnp.conj(z)).sum() + tnp.sum(z * z)  # noqa: E731
   _check(tgfn.jit(f)(tnp.array(a)), np.asarray(f(tnp.array(a))))
   _check(tgfn.jit(f)(tnp.array(a)), np.abs(a * (1 + 2j) - np.conj(a)).sum() + np.sum(a * a), np.complex64)
+  scale = tgfn.jit(lambda x, c: x * c)  # a Python complex argument
+  _check(scale(tnp.ones(2, tnp.float64), 2 - 1j), np.full(2, 2 - 1j))
+  _check(scale(tnp.ones(2), 1j), np.full(2, 1j, np.complex64))
 
 
 # ---- derivatives: JAX's convention, grad(f)(z) = df/dx - i df/dy for real f
