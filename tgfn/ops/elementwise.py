@@ -538,7 +538,8 @@ def logical_not(x: Any) -> Array:
 
 def _compare(op_name: str, a: Any, b: Any) -> Array:
   a, b = promote(a, b)
-  if op_name != "eq": _cm().no_complex({"lt": "less", "gt": "greater", "le": "less_equal"}.get(op_name, "greater_equal"), a)
+  if op_name != "eq":
+    _cm().no_complex({"lt": "less", "gt": "greater", "le": "less_equal", "ge": "greater_equal"}[op_name], a)
   if op_name == "lt": return a._alu(Ops.CMPLT, b)
   if op_name == "gt": return b._alu(Ops.CMPLT, a)
   eq = a._alu(Ops.CMPNE, b)._alu(Ops.CMPNE, Array.const(True, dtypes.bool, a.shape))

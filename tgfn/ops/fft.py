@@ -26,6 +26,8 @@ from tgfn.ops.shape import moveaxis, roll
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
+Sizes = Optional[Sequence[int]]   # s= and axes= of the n-dimensional transforms
+Norm = Optional[str]
 _NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
@@ -40,7 +42,8 @@ def _c2c_vjp(inputs: list[Array], outs: list[Array], cts: list[Array], *, invers
   return host_call("fft_c2c", [cts[0]], inverse=inverse, norm=norm)  # the DFT matrix is symmetric
 
 
-def _r2c_jvp(inputs: list[Array], outs: list[Array], tangents: list[Optional[Array]], *, norm: str) -> list[Optional[Array]]:
+def _r2c_jvp(inputs: list[Array], outs: list[Array], tangents: list[Optional[Array]], *,
+             norm: str) -> list[Optional[Array]]:
   return [None if tangents[0] is None else host_call("fft_r2c", [tangents[0]], norm=norm)[0]]
 
 
@@ -122,25 +125,25 @@ def _one_axis(name: str, x: Array, n: Optional[int], axis: int) -> tuple[Array, 
 
 
 # ---- one axis
-def fft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Optional[str] = None) -> Array:
+def fft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
   """The discrete Fourier transform along `axis` (complex output: complex64, or complex128 for float64)."""
   x, axis = _one_axis("fft", _complex_input(a), n, axis)
   return _along(x, axis, "fft_c2c", inverse=False, norm=_norm(norm))
 
 
-def ifft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Optional[str] = None) -> Array:
+def ifft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
   """The inverse discrete Fourier transform along `axis`."""
   x, axis = _one_axis("ifft", _complex_input(a), n, axis)
   return _along(x, axis, "fft_c2c", inverse=True, norm=_norm(norm))
 
 
-def rfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Optional[str] = None) -> Array:
+def rfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
   """The transform of a real input along `axis`: its n//2 + 1 non-negative frequency bins."""
   x, axis = _one_axis("rfft", _real_input("rfft", a), n, axis)
   return _along(x, axis, "fft_r2c", norm=_norm(norm))
 
 
-def irfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Optional[str] = None) -> Array:
+def irfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
   """The inverse of rfft: a real signal of length n (default 2 * (bins - 1)) from its non-negative bins.
   As NumPy, the imaginary parts of the DC bin (and of the Nyquist bin for even n) are ignored."""
   x = _complex_input(a)
@@ -152,15 +155,16 @@ def irfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Optional[str] =
 
 
 # ---- several axes, one at a time
-def _axes_and_sizes(name: str, x: Array, s: Optional[Sequence[int]], axes: Optional[Sequence[int]]) -> tuple[list[int], list[Optional[int]]]:
+def _axes_and_sizes(name: str, x: Array, s: Sizes, axes: Sizes) -> tuple[list[int], list[Optional[int]]]:
   if axes is None: axes = list(range(x.ndim))[-len(s):] if s is not None else list(range(x.ndim))
   axes = [_axis(name, x, a) for a in axes]
   if len(set(axes)) != len(axes): raise ValueError(f"fft.{name}: repeated axes {axes}")
-  if s is not None and len(s) != len(axes): raise ValueError(f"fft.{name}: s {tuple(s)} and axes {axes} differ in length")
+  if s is not None and len(s) != len(axes):
+    raise ValueError(f"fft.{name}: s {tuple(s)} and axes {axes} differ in length")
   return axes, list(s) if s is not None else [None] * len(axes)
 
 
-def fftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int]] = None, norm: Optional[str] = None) -> Array:
+def fftn(a: Any, s: Sizes = None, axes: Sizes = None, norm: Norm = None) -> Array:
   """The n-dimensional transform over `axes` (default all), each cropped or padded to `s`."""
   x = _complex_input(a)
   axes_, sizes = _axes_and_sizes("fftn", x, s, axes)
@@ -168,14 +172,14 @@ def fftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int]
   return x
 
 
-def ifftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int]] = None, norm: Optional[str] = None) -> Array:
+def ifftn(a: Any, s: Sizes = None, axes: Sizes = None, norm: Norm = None) -> Array:
   x = _complex_input(a)
   axes_, sizes = _axes_and_sizes("ifftn", x, s, axes)
   for axis, n in zip(reversed(axes_), reversed(sizes)): x = ifft(x, n, axis, norm)
   return x
 
 
-def rfftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int]] = None, norm: Optional[str] = None) -> Array:
+def rfftn(a: Any, s: Sizes = None, axes: Sizes = None, norm: Norm = None) -> Array:
   """rfft over the last of `axes`, then fft over the others."""
   x = _real_input("rfftn", a)
   axes_, sizes = _axes_and_sizes("rfftn", x, s, axes)
@@ -184,7 +188,7 @@ def rfftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int
   return x
 
 
-def irfftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[int]] = None, norm: Optional[str] = None) -> Array:
+def irfftn(a: Any, s: Sizes = None, axes: Sizes = None, norm: Norm = None) -> Array:
   """ifft over all of `axes` but the last, then irfft over the last (its length s[-1], default
   2 * (bins - 1))."""
   x = _complex_input(a)
@@ -193,19 +197,19 @@ def irfftn(a: Any, s: Optional[Sequence[int]] = None, axes: Optional[Sequence[in
   return irfft(x, sizes[-1], axes_[-1], norm)
 
 
-def fft2(a: Any, s: Optional[Sequence[int]] = None, axes: Sequence[int] = (-2, -1), norm: Optional[str] = None) -> Array:
+def fft2(a: Any, s: Sizes = None, axes: Sequence[int] = (-2, -1), norm: Norm = None) -> Array:
   return fftn(a, s, axes, norm)
 
 
-def ifft2(a: Any, s: Optional[Sequence[int]] = None, axes: Sequence[int] = (-2, -1), norm: Optional[str] = None) -> Array:
+def ifft2(a: Any, s: Sizes = None, axes: Sequence[int] = (-2, -1), norm: Norm = None) -> Array:
   return ifftn(a, s, axes, norm)
 
 
-def rfft2(a: Any, s: Optional[Sequence[int]] = None, axes: Sequence[int] = (-2, -1), norm: Optional[str] = None) -> Array:
+def rfft2(a: Any, s: Sizes = None, axes: Sequence[int] = (-2, -1), norm: Norm = None) -> Array:
   return rfftn(a, s, axes, norm)
 
 
-def irfft2(a: Any, s: Optional[Sequence[int]] = None, axes: Sequence[int] = (-2, -1), norm: Optional[str] = None) -> Array:
+def irfft2(a: Any, s: Sizes = None, axes: Sequence[int] = (-2, -1), norm: Norm = None) -> Array:
   return irfftn(a, s, axes, norm)
 
 

@@ -88,7 +88,8 @@ def _variance(x: Array, axis: Any, ddof: int, keepdims: bool, work: DType) -> Ar
   centered = x - mean(x, axes, keepdims=True)
   if centered.dtype.is_complex:
     from tgfn.ops.complex_math import imag, real
-    return sum(square(real(centered)) + square(imag(centered)), axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
+    squares = square(real(centered)) + square(imag(centered))
+    return sum(squares, axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
   return sum(square(centered), axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
 
 
