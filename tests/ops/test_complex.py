@@ -54,6 +54,9 @@ def test_weak_complex_scalars_as_jax() -> None:
   assert result_type(1j) is dtypes.complex64 and result_type(dtypes.complex128, 2) is dtypes.complex128
   assert tnp.array([1 + 2j, 3]).dtype is dtypes.complex64 and tnp.array(np.complex128(1j)).dtype is dtypes.complex128
   assert (tnp.ones(2) * 1j).dtype is dtypes.complex64 and (tnp.ones(2, tnp.float64) * 1j).dtype is dtypes.complex128
+  info = tnp.__array_namespace_info__()
+  assert info.default_dtypes()["complex floating"] is dtypes.complex64 and "complex128" in info.dtypes()
+  assert tnp.isdtype(tnp.complex64, "complex floating") and not tnp.isdtype(tnp.complex64, "real floating")
   assert tnp.finfo(tnp.complex64).eps == tnp.finfo(tnp.float32).eps and tnp.finfo(tnp.complex128).dtype is dtypes.float64
 
 

@@ -58,7 +58,8 @@ class _Info:
   def devices(self) -> list[str]: return ["CPU", "PYTHON"]
 
   def default_dtypes(self, *, device: Optional[str] = None) -> dict[str, DType]:
-    return {"real floating": dtypes.float32, "integral": dtypes.int32, "indexing": dtypes.int32}
+    return {"real floating": dtypes.float32, "complex floating": dtypes.complex64, "integral": dtypes.int32,
+            "indexing": dtypes.int32}
 
   def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
     return {d.name: d for d in ALL_DTYPES if kind is None or isdtype(d, kind)}
