@@ -108,9 +108,10 @@ class dtypes:
 
 ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
                                  dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
-                                 dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
-                                 dtypes.complex64, dtypes.complex128)
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+                                 dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+# kept apart: ALL_DTYPES are the real dtypes every op takes (fuzzers, serializers iterate over them)
+COMPLEX_DTYPES: tuple[DType, ...] = (dtypes.complex64, dtypes.complex128)
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 _VECTORS: dict[tuple[str, int], DType] = {}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from tgfn.array import Array, as_array
 from tgfn.device import Device
-from tgfn.dtype import ALL_DTYPES, DType, dtypes, to_dtype
+from tgfn.dtype import ALL_DTYPES, COMPLEX_DTYPES, DType, dtypes, to_dtype
 from tgfn.dtype import result_type as _promote
 from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
@@ -62,7 +62,7 @@ class _Info:
             "indexing": dtypes.int32}
 
   def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
-    return {d.name: d for d in ALL_DTYPES if kind is None or isdtype(d, kind)}
+    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES if kind is None or isdtype(d, kind)}
 
 
 def __array_namespace_info__() -> _Info:
