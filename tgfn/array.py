@@ -16,7 +16,7 @@ import numpy as np
 
 from tgfn import helpers
 from tgfn.device import Buffer, Device
-from tgfn.dtype import DType, dtypes, result_type, to_dtype
+from tgfn.dtype import DType, dtypes, real_dtype, result_type, to_dtype
 from tgfn.engine.realize import buffer_uop, realize, try_realize
 from tgfn.uop.alu import float_to_bf16_bits
 from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
@@ -45,6 +45,7 @@ def _host_dtype_for(data: Any) -> DType:
     if arr.size and (arr.min() < dtypes.int32.min or arr.max() > dtypes.int32.max): return dtypes.int64
     return dtypes.default_int
   if arr.dtype.kind == "b": return dtypes.bool
+  if arr.dtype.kind == "c": return dtypes.default_complex
   raise TypeError(f"cannot make an array from {type(data).__name__} data of NumPy dtype {arr.dtype}")
 
 
@@ -351,7 +352,12 @@ class Array:
   def clip(self, min: Any = None, max: Any = None) -> Array: return _np().clip(self, min, max)
   def round(self, decimals: int = 0) -> Array: return _np().round(self, decimals)
   def dot(self, other: Any) -> Array: return _np().dot(self, other)
-  def conj(self) -> Array: return self
+  def conj(self) -> Array: return _np().conj(self)
+  def conjugate(self) -> Array: return _np().conj(self)
+  @property
+  def real(self) -> Array: return _np().real(self)
+  @property
+  def imag(self) -> Array: return _np().imag(self)
 
 
 def _np() -> Any:
@@ -387,8 +393,8 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 def _weak_scalar(x: Any) -> Optional[Scalar]:
   """Python scalars, and NumPy scalars like np.pi * 2 or np.float64(1), are weakly typed: they take
   the dtype of the array they meet (so `float32_array * np.sqrt(2)` stays float32)."""
-  if isinstance(x, np.generic) and x.dtype.kind in "biuf": return x.item()
-  if isinstance(x, (bool, int, float)): return x
+  if isinstance(x, np.generic) and x.dtype.kind in "biufc": return x.item()
+  if isinstance(x, (bool, int, float, complex)): return x
   return None
 
 
@@ -410,7 +416,7 @@ class TracedScalar(Array):
 
 def _promotion_type(x: Any) -> Any:
   """What `x` contributes to `result_type`: a weak scalar (or its type) or an array's dtype."""
-  if isinstance(x, (bool, int, float)): return x
+  if isinstance(x, (bool, int, float, complex)): return x
   if type(x) is TracedScalar: return x.kind
   return _array_dtype(x)
 
@@ -422,6 +428,7 @@ def as_array(x: Any, dtype: Optional[DType] = None) -> Array:
   if (scalar := _weak_scalar(x)) is not None:
     dt = dtype if dtype is not None else result_type(scalar)
     _check_scalar_fits(scalar, dt)
+    if dt.is_complex: return _complex_scalar(scalar, dt)
     # a kernel argument, not a constant baked into the kernel: a loop over values compiles one kernel
     return Array(UOp.param(dt, scalar))
   return Array.from_data(x, dtype)
@@ -452,6 +459,7 @@ def _promote_array_scalar(a: Any, b: Any) -> Optional[list[Array]]:
   else: return None
   key = (arr.uop.dtype, type(scalar))
   if (common := _scalar_result.get(key)) is None: common = _scalar_result[key] = result_type(arr.uop.dtype, scalar)
+  if common.is_complex: return None
   if common is not arr.uop.dtype: arr = arr.astype(common)
   arr.uop.device  # noqa: B018  (computed now, node by node: on a chain thousands deep it would recurse later)
   _check_scalar_fits(scalar, common)
@@ -461,6 +469,13 @@ def _promote_array_scalar(a: Any, b: Any) -> Optional[list[Array]]:
     if any(n != 1 for n in shape): out = UOp(Ops.EXPAND, common, (out,), shape)
   out = Array(out)
   return [arr, out] if array_first else [out, arr]
+
+
+def _complex_scalar(value: complex, dtype: DType) -> Array:
+  """A scalar of complex dtype. Kernels take no complex arguments (tgfn/codegen/complex_lower.py): a real
+  value is a real argument cast to complex, a complex one a constant."""
+  if isinstance(value, complex) and (value.imag != 0 or math.copysign(1.0, value.imag) < 0): return Array.const(value, dtype)
+  return Array(UOp.param(real_dtype(dtype), value.real if isinstance(value, complex) else value)).astype(dtype)
 
 
 def _array_dtype(x: Any) -> DType:

@@ -21,7 +21,7 @@ check_tgfn_not_shadowed()
 class DType:
   name: str
   itemsize: int
-  kind: str          # 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
+  kind: str          # 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float, 'c' complex (interleaved re, im)
   cname: str         # the C spelling; bfloat16 is stored as its bit pattern (uint16) in memory
   count: int = 1     # lanes: > 1 for the vector dtypes kernels use after vectorization (never in buffers)
 
@@ -54,6 +54,12 @@ class DType:
   def is_unsigned(self) -> bool: return self.kind == "u"
   @property
   def is_bool(self) -> bool: return self.kind == "b"
+  @property
+  def is_complex(self) -> bool: return self.kind == "c"
+  @property
+  def is_inexact(self) -> bool:
+    """Float or complex: the dtypes transforms differentiate."""
+    return self.kind in "fc"
   @property
   def bits(self) -> int: return self.itemsize * 8
 
@@ -89,16 +95,23 @@ class dtypes:
   bfloat16 = DType("bfloat16", 2, "f", "unsigned short")
   float32 = DType("float32", 4, "f", "float")
   float64 = DType("float64", 8, "f", "double")
+  # complex values never reach a renderer (tgfn/codegen/complex_lower.py makes them pairs of reals): the
+  # C spelling is the real part's, which is how kernels see a complex buffer
+  complex64 = DType("complex64", 8, "c", "float")
+  complex128 = DType("complex128", 16, "c", "double")
   # the dtype of index arithmetic inside kernels: 64 bits, so sizes and offsets past 2**31 never wrap
   index = int64
   default_float = float32
   default_int = int32
+  default_complex = complex64
 
 
 ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
                                  dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
                                  dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+# kept apart: ALL_DTYPES are the real dtypes every op takes (fuzzers, serializers iterate over them)
+COMPLEX_DTYPES: tuple[DType, ...] = (dtypes.complex64, dtypes.complex128)
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 _VECTORS: dict[tuple[str, int], DType] = {}
 
 
@@ -114,6 +127,7 @@ def to_dtype(x: Any) -> DType:
   if x is bool: return dtypes.bool
   if x is int: return dtypes.default_int
   if x is float: return dtypes.default_float
+  if x is complex: return dtypes.default_complex
   if isinstance(x, str) and x in _BY_NAME: return _BY_NAME[x]
   name = getattr(x, "name", None) or getattr(x, "__name__", None)
   if name in _BY_NAME: return _BY_NAME[name]
@@ -126,8 +140,8 @@ def to_dtype(x: Any) -> DType:
   return _BY_NAME[npd.name]
 
 
-# ---- promotion: JAX's lattice. 'i*' and 'f*' are the weak types of Python int and float scalars.
-_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+# ---- promotion: JAX's lattice. 'i*', 'f*' and 'c*' are the weak types of Python int, float and complex scalars.
+_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
 _LATTICE: dict[Any, tuple[Any, ...]] = {
   dtypes.bool: (_WEAK_INT,),
   _WEAK_INT: (dtypes.uint8, dtypes.int8),
@@ -137,9 +151,10 @@ _LATTICE: dict[Any, tuple[Any, ...]] = {
   dtypes.uint64: (_WEAK_FLOAT,),
   dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,), dtypes.int32: (dtypes.int64,),
   dtypes.int64: (_WEAK_FLOAT,),
-  _WEAK_FLOAT: (dtypes.bfloat16, dtypes.float16),
+  _WEAK_FLOAT: (dtypes.bfloat16, dtypes.float16, _WEAK_COMPLEX),
   dtypes.bfloat16: (dtypes.float32,), dtypes.float16: (dtypes.float32,),
-  dtypes.float32: (dtypes.float64,), dtypes.float64: (),
+  dtypes.float32: (dtypes.float64, dtypes.complex64), dtypes.float64: (dtypes.complex128,),
+  _WEAK_COMPLEX: (dtypes.complex64,), dtypes.complex64: (dtypes.complex128,), dtypes.complex128: (),
 }
 
 
@@ -160,6 +175,7 @@ def _lattice_node(x: Any) -> Any:
   if isinstance(x, bool) or x is bool: return dtypes.bool
   if isinstance(x, int) or x is int: return _WEAK_INT
   if isinstance(x, float) or x is float: return _WEAK_FLOAT
+  if isinstance(x, complex) or x is complex: return _WEAK_COMPLEX
   return to_dtype(x)
 
 
@@ -169,6 +185,7 @@ def result_type(*args: Any) -> DType:
   node = functools.reduce(_join, (_lattice_node(a) for a in args))
   if node == _WEAK_INT: return dtypes.default_int
   if node == _WEAK_FLOAT: return dtypes.default_float
+  if node == _WEAK_COMPLEX: return dtypes.default_complex
   return node
 
 
@@ -181,5 +198,20 @@ def sum_dtype(dt: DType) -> DType:
 
 
 def float_dtype(dt: DType) -> DType:
-  """The float dtype an op like exp or mean produces from `dt` (ints and bools become float32)."""
-  return dt if dt.is_float else dtypes.default_float
+  """The inexact dtype an op like exp or mean produces from `dt` (ints and bools become float32; complex stays)."""
+  return dt if dt.is_inexact else dtypes.default_float
+
+
+_REAL_OF = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}
+_COMPLEX_OF = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}
+
+
+def real_dtype(dt: DType) -> DType:
+  """The dtype of a complex dtype's real and imaginary parts (complex64 -> float32); other dtypes as they are."""
+  return _REAL_OF.get(dt, dt)
+
+
+def complex_dtype(dt: DType) -> DType:
+  """The complex dtype holding `dt`'s values, as JAX: float64 -> complex128, everything else -> complex64."""
+  if dt.is_complex: return dt
+  return _COMPLEX_OF.get(dt, dtypes.complex64)

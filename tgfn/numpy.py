@@ -28,4 +28,5 @@ newaxis = None
 from tgfn.ops.dtype_info import *  # noqa: F401,F403,E402
 from tgfn.ops.array_api import *  # noqa: F401,F403,E402
 from tgfn.ops.array_api import __array_namespace_info__  # noqa: F401,E402
+from tgfn.ops.complex_math import *  # noqa: F401,F403,E402  (after array_api: its real/imag/conj are these)
 __array_api_version__ = "2024.12"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tgfn.codegen.blocking import block_long_reductions
+from tgfn.codegen.complex_lower import lower_complex
 from tgfn.codegen.expand import expand
 from tgfn.codegen.heuristic import hand_coded_opts
 from tgfn.codegen.opts import Opt, apply_opts
@@ -61,7 +62,7 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
 
 
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
-  ast = graph_rewrite(ast, symbolic, name="simplify")
+  ast = graph_rewrite(lower_complex(ast), symbolic, name="simplify")  # first: nothing after it sees a complex value
   ast = graph_rewrite(ast, promote_halves, name="float16/bfloat16 math in float32")
   if not renderer.has_transcendentals or force_decomposition():
     ast = graph_rewrite(ast, decompose_transcendentals + symbolic, name="decompose transcendentals")

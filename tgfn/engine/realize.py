@@ -16,6 +16,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
 from tgfn.codegen.search import beam_width, searched_opts
 from tgfn.device import Buffer, Device
+from tgfn.dtype import DType, real_dtype
 from tgfn.engine import batch_cache, queues
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
@@ -128,6 +129,12 @@ def _cached(key: tuple) -> Optional[CompiledKernel]:
     return hit
 
 
+def _buffer_dtypes(kernel: LoweredKernel) -> list[DType]:
+  """The element dtypes a kernel's code sees: a complex buffer is its real dtype, twice as long
+  (tgfn/codegen/complex_lower.py)."""
+  return [real_dtype(b.dtype) for b in kernel.buffers]
+
+
 def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> PreparedKernel:
   """Codegen for `kernel` on `device`: passes, `opts` (default: the device's heuristic or the BEAM
   search's list), linear, source."""
@@ -138,7 +145,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
-  src = dev.renderer.render(kernel.name, linear, [b.dtype for b in kernel.buffers], [p.dtype for p in kernel.params])
+  src = dev.renderer.render(kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
   if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
   if (level := DEBUG()) >= 3: debug.print_kernel(kernel, opts, src, linear, level)
@@ -193,7 +200,7 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
       linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
       if symbol in used:  # two kernels of one name: one library needs distinct function names
         symbol = next(f"{kernel.name}_{n}" for n in range(1, len(kernels) + 1) if f"{kernel.name}_{n}" not in used)
-        source = dev.renderer.render(symbol, prepared.linear, [b.dtype for b in kernel.buffers],
+        source = dev.renderer.render(symbol, prepared.linear, _buffer_dtypes(kernel),
                                     [p.dtype for p in kernel.params])
       used.add(symbol)
       records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))

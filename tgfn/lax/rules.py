@@ -27,7 +27,7 @@ def _fresh(avals: Sequence[tuple]) -> list[UOp]:
 
 
 def _zeros(shape: tuple[int, ...], dt) -> Array: return Array.const(0, dt, shape)
-def _is_float(dt) -> bool: return dt is not None and dt.is_float
+def _is_float(dt) -> bool: return dt is not None and dt.is_inexact
 def _pick(xs: Sequence, mask: Sequence[bool]) -> list: return [x for x, m in zip(xs, mask) if m]
 
 

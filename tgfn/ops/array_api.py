@@ -2,8 +2,7 @@
 inspection namespace, and the functions NumPy names differently or tgfn lacked (`copysign`,
 `nextafter`, `signbit`, `cumulative_sum`/`cumulative_prod`, `unique_*`, `tril`/`triu`, `diff`,
 `meshgrid`, `count_nonzero`, `nonzero`, `unstack`, `vecdot`, `matrix_transpose`, `isdtype`,
-`can_cast`). Complex numbers are not supported (tgfn has no complex dtype): `real` and `conj` return x,
-`imag` zeros. Functions with data-dependent shapes (`unique_*`, `nonzero`) need concrete values, as
+`can_cast`). `real`, `imag` and `conj` are tgfn/ops/complex_math.py's. Functions with data-dependent shapes (`unique_*`, `nonzero`) need concrete values, as
 boolean masks do (docs/numpy.md); under jit they raise ConcretizationError."""
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from tgfn.array import Array, as_array
 from tgfn.device import Device
-from tgfn.dtype import ALL_DTYPES, DType, dtypes, to_dtype
+from tgfn.dtype import ALL_DTYPES, COMPLEX_DTYPES, DType, dtypes, to_dtype
 from tgfn.dtype import result_type as _promote
 from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
@@ -23,7 +22,7 @@ from tgfn.uop.ops import Ops, UOp
 
 __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh", "asinh", "atanh", "pow",
            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
-           "matrix_transpose", "vecdot", "real", "imag", "conj", "signbit", "copysign", "nextafter",
+           "matrix_transpose", "vecdot", "signbit", "copysign", "nextafter",
            "unique_all", "unique_counts", "unique_inverse", "unique_values",
            "isdtype", "can_cast", "result_type", "unstack"]
 
@@ -59,10 +58,11 @@ class _Info:
   def devices(self) -> list[str]: return ["CPU", "PYTHON"]
 
   def default_dtypes(self, *, device: Optional[str] = None) -> dict[str, DType]:
-    return {"real floating": dtypes.float32, "integral": dtypes.int32, "indexing": dtypes.int32}
+    return {"real floating": dtypes.float32, "complex floating": dtypes.complex64, "integral": dtypes.int32,
+            "indexing": dtypes.int32}
 
   def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
-    return {d.name: d for d in ALL_DTYPES if kind is None or isdtype(d, kind)}
+    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES if kind is None or isdtype(d, kind)}
 
 
 def __array_namespace_info__() -> _Info:
@@ -71,8 +71,8 @@ def __array_namespace_info__() -> _Info:
 
 _KINDS = {"bool": lambda d: d.is_bool, "signed integer": lambda d: d.kind == "i",
           "unsigned integer": lambda d: d.kind == "u", "integral": lambda d: d.is_int,
-          "real floating": lambda d: d.is_float, "complex floating": lambda d: False,
-          "numeric": lambda d: d.is_int or d.is_float}
+          "real floating": lambda d: d.is_float, "complex floating": lambda d: d.is_complex,
+          "numeric": lambda d: d.is_int or d.is_inexact}
 
 
 def isdtype(dtype: Any, kind: Union[str, Any, tuple]) -> bool:
@@ -120,14 +120,12 @@ def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
 
 
 def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
-  """The dot product of x1 and x2 along `axis` (broadcasting the others)."""
+  """The dot product of x1 and x2 along `axis` (broadcasting the others); a complex x1 is conjugated."""
   x1, x2 = as_array(x1), as_array(x2)
+  if x1.dtype.is_complex:
+    from tgfn.ops.complex_math import conj
+    x1 = conj(x1)
   return sum(x1 * x2, axis=axis)
-
-
-def real(x: Any) -> Array: return as_array(x)
-def conj(x: Any) -> Array: return as_array(x)
-def imag(x: Any) -> Array: return zeros(as_array(x).shape, as_array(x).dtype)
 
 
 # ---- sign bits

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tgfn.array import Array
-from tgfn.dtype import DType, dtypes, to_dtype
+from tgfn.dtype import DType, dtypes, real_dtype, to_dtype
 
 __all__ = ["finfo", "iinfo"]
 
@@ -60,8 +60,8 @@ def _round_to_bits(x: float, nmant: int) -> float:
 
 
 def finfo(dtype: Any) -> finfo_result:
-  """Limits of a float dtype (or of an array's dtype)."""
-  dt = _dtype_of(dtype)
+  """Limits of a float dtype (or of an array's dtype); a complex dtype's are its parts', as NumPy's."""
+  dt = real_dtype(_dtype_of(dtype))
   if dt not in _FORMATS: raise TypeError(f"finfo needs a float dtype (float16, bfloat16, float32, float64), got {dt.name}")
   nmant, nexp = _FORMATS[dt]
   max_exp = 2 ** (nexp - 1)             # 2**max_exp is the first power of two that overflows

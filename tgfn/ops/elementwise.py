@@ -44,12 +44,30 @@ _HALVES = (dtypes.float16, dtypes.bfloat16)
 
 def _halves_in_float32(fn: Callable[[Array], Array]) -> Callable[[Any], Array]:
   """Wrap a float composite: ints become float32, and float16/bfloat16 inputs are computed in float32
-  with one rounding of the result back to the input dtype."""
+  with one rounding of the result back to the input dtype. Complex input goes to the function's complex
+  form (tgfn/ops/complex_math.py), if it has one."""
   @functools.wraps(fn)
   def wrapper(x: Any) -> Array:
     x = _float(x)
+    if x.dtype.is_complex: return _complex_form(fn.__name__, x)
     return fn(x.astype(dtypes.float32)).astype(x.dtype) if x.dtype in _HALVES else fn(x)
   return wrapper
+
+
+def _cm() -> Any:
+  from tgfn.ops import complex_math
+  return complex_math
+
+
+def _complex_form(name: str, z: Array) -> Array:
+  cm = _cm()
+  forms = {"exp": cm.complex_exp, "log": cm.complex_log, "sqrt": cm.complex_sqrt, "sin": cm.complex_sin,
+           "cos": cm.complex_cos, "log10": lambda z: cm.complex_log(z) * (1.0 / math.log(10.0)),
+           "log2": lambda z: cm.complex_log(z) * LOG2_E, "exp2": lambda z: cm.complex_exp(z * LN_2)}
+  if name not in forms:
+    raise NotImplementedError(f"{name} of complex arrays is not supported (complex: {', '.join(sorted(forms))}, "
+                              "abs, sign, arithmetic, power)")
+  return forms[name](z)
 
 
 def _numeric(*xs: Any) -> list[Array]:
@@ -99,6 +117,7 @@ def floor_divide(a: Any, b: Any) -> Array:
   x / +-0 (+-inf, NaN for 0 // 0), as NumPy, JAX and the array API. Floats use the exact remainder, so
   1.0 // 0.1 is 9.0 as in NumPy."""
   a, b = _numeric(a, b)
+  _cm().no_complex("floor_divide", a)
   if a.dtype.is_float:
     return (b == 0)._alu(Ops.WHERE, a._alu(Ops.FDIV, b), _float_divmod(a, b)[0])
   q = a._alu(Ops.IDIV, b)
@@ -112,6 +131,7 @@ def floor_divide(a: Any, b: Any) -> Array:
 def mod(a: Any, b: Any) -> Array:
   """Remainder with the sign of the divisor (Python's %). x % 0 is 0 for ints and NaN for floats."""
   a, b = _numeric(a, b)
+  _cm().no_complex("mod", a)
   if a.dtype.is_float: return _float_divmod(a, b)[1]
   r = a._alu(Ops.MOD, b)
   if a.dtype.is_unsigned: return r
@@ -179,6 +199,7 @@ def positive(x: Any) -> Array: return as_array(x)
 def abs(x: Any) -> Array:
   x = as_array(x)
   if x.dtype.is_bool or x.dtype.is_unsigned: return x
+  if x.dtype.is_complex: return _cm().complex_abs(x)
   out = (x < 0)._alu(Ops.WHERE, x._alu(Ops.NEG), x)
   return out + 0.0 if x.dtype.is_float else out  # + 0.0 turns -0.0 into 0.0
 
@@ -189,6 +210,7 @@ absolute = abs
 def sign(x: Any) -> Array:
   x = as_array(x)
   if x.dtype.is_bool: return x
+  if x.dtype.is_complex: return _cm().complex_sign(x)
   one, zero = _const_like(x, 1), _const_like(x, 0)
   out = (x > 0)._alu(Ops.WHERE, one, zero)
   if not x.dtype.is_unsigned: out = (x < 0)._alu(Ops.WHERE, _const_like(x, -1), out)
@@ -212,6 +234,10 @@ def power(a: Any, b: Any) -> Array:
   1 ** y = 1 even for NaN, (-1) ** +-inf = 1, a negative finite base needs an integer exponent (else
   NaN), 0 ** negative is inf. Integer powers multiply (wrapping); a negative exponent gives 0 except for
   bases 1 and -1 (JAX leaves it implementation-defined; NumPy raises). Bools compute as int32, as JAX."""
+  if isinstance(a, Array) and a.dtype.is_complex or isinstance(b, complex) or \
+     isinstance(b, Array) and b.dtype.is_complex:
+    a, _ = promote(a, b)
+    return _cm().complex_power(a, b)
   if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, Array):
     dt = result_type(a.dtype, b)
     if b == 0: return Array.const(1, dt, a.shape)
@@ -259,11 +285,13 @@ def _integer_power(a: Array, b: Array) -> Array:
 def maximum(a: Any, b: Any) -> Array:
   """Elementwise max; NaN wins, as in NumPy and JAX."""
   a, b = promote(a, b)
+  _cm().no_complex("maximum", a)
   return a._alu(Ops.MAX, b)
 
 
 def minimum(a: Any, b: Any) -> Array:
   a, b = promote(a, b)
+  _cm().no_complex("minimum", a)
   if a.dtype.is_float: return a._alu(Ops.NEG)._alu(Ops.MAX, b._alu(Ops.NEG))._alu(Ops.NEG)
   return (a < b)._alu(Ops.WHERE, a, b)
 
@@ -287,9 +315,14 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
 
 
 # ---- exponentials and logarithms
-def exp2(x: Any) -> Array: return _float(x)._alu(Ops.EXP2)
-def log2(x: Any) -> Array: return _float(x)._alu(Ops.LOG2)
-def sqrt(x: Any) -> Array: return _float(x)._alu(Ops.SQRT)
+def _unary_primitive(name: str, x: Any, op: Ops) -> Array:
+  x = _float(x)
+  return _complex_form(name, x) if x.dtype.is_complex else x._alu(op)
+
+
+def exp2(x: Any) -> Array: return _unary_primitive("exp2", x, Ops.EXP2)
+def log2(x: Any) -> Array: return _unary_primitive("log2", x, Ops.LOG2)
+def sqrt(x: Any) -> Array: return _unary_primitive("sqrt", x, Ops.SQRT)
 
 
 @_halves_in_float32
@@ -354,8 +387,8 @@ def expm1(x: Array) -> Array:
 
 
 # ---- trigonometric and hyperbolic
-def sin(x: Any) -> Array: return _float(x)._alu(Ops.SIN)
-def cos(x: Any) -> Array: return _float(x)._alu(Ops.COS)
+def sin(x: Any) -> Array: return _unary_primitive("sin", x, Ops.SIN)
+def cos(x: Any) -> Array: return _unary_primitive("cos", x, Ops.COS)
 
 
 @_halves_in_float32
@@ -409,11 +442,13 @@ def arctan(x: Array) -> Array:
 # ---- rounding
 def trunc(x: Any) -> Array:
   x = as_array(x)
+  _cm().no_complex("trunc", x)
   return x._alu(Ops.TRUNC) if x.dtype.is_float else x
 
 
 def floor(x: Any) -> Array:
   x = as_array(x)
+  _cm().no_complex("floor", x)
   if not x.dtype.is_float: return x
   t = trunc(x)
   return (x < t)._alu(Ops.WHERE, t - 1.0, t)
@@ -421,6 +456,7 @@ def floor(x: Any) -> Array:
 
 def ceil(x: Any) -> Array:
   x = as_array(x)
+  _cm().no_complex("ceil", x)
   if not x.dtype.is_float: return x
   t = trunc(x)
   return (x > t)._alu(Ops.WHERE, t + 1.0, t)
@@ -431,6 +467,8 @@ def round(x: Any, decimals: int = 0) -> Array:
   round(x * 10**decimals) / 10**decimals, float16/bfloat16 computed in float32 (for decimals < 0 NumPy
   divides by 10**-decimals instead, which can differ in the last bit)."""
   x = as_array(x)
+  if x.dtype.is_complex:  # as JAX: each part
+    return _cm().make_complex(round(_cm().real(x), decimals), round(_cm().imag(x), decimals))
   if not x.dtype.is_float: return x
   if decimals and x.dtype in _HALVES: return round(x.astype(dtypes.float32), decimals).astype(x.dtype)
   if decimals:
@@ -449,23 +487,26 @@ around = round
 def rint(x: Any) -> Array:
   """Round half to even; ints and bools give the default float dtype, as JAX."""
   x = as_array(x)
-  return round(x) if x.dtype.is_float else x.astype(dtypes.default_float)
+  return round(x) if x.dtype.is_inexact else x.astype(dtypes.default_float)
 
 
 # ---- predicates and logic
 def isnan(x: Any) -> Array:
   x = as_array(x)
+  if x.dtype.is_complex: return isnan(_cm().real(x)) | isnan(_cm().imag(x))
   return x._alu(Ops.CMPNE, x) if x.dtype.is_float else Array.const(False, dtypes.bool, x.shape)
 
 
 def isinf(x: Any) -> Array:
   x = as_array(x)
+  if x.dtype.is_complex: return isinf(_cm().real(x)) | isinf(_cm().imag(x))
   if not x.dtype.is_float: return Array.const(False, dtypes.bool, x.shape)
   return (x == float("inf")) | (x == float("-inf"))
 
 
 def isfinite(x: Any) -> Array:
   x = as_array(x)
+  if x.dtype.is_complex: return isfinite(_cm().real(x)) & isfinite(_cm().imag(x))
   if not x.dtype.is_float: return Array.const(True, dtypes.bool, x.shape)
   return (x - x) == 0.0
 
@@ -497,6 +538,8 @@ def logical_not(x: Any) -> Array:
 
 def _compare(op_name: str, a: Any, b: Any) -> Array:
   a, b = promote(a, b)
+  if op_name != "eq":
+    _cm().no_complex({"lt": "less", "gt": "greater", "le": "less_equal", "ge": "greater_equal"}[op_name], a)
   if op_name == "lt": return a._alu(Ops.CMPLT, b)
   if op_name == "gt": return b._alu(Ops.CMPLT, a)
   eq = a._alu(Ops.CMPNE, b)._alu(Ops.CMPNE, Array.const(True, dtypes.bool, a.shape))

@@ -15,6 +15,10 @@ replay unchanged apart from "run this function here", and lets every transform s
 - grad: that rule is linear in the tangents and built from primitives, so reverse mode transposes it
   (differentiating it with respect to placeholder tangents), as JAX derives VJPs from JVPs;
 - vmap: the batch axis is one more leading axis of every input and of the output.
+
+A function whose JVP rule calls host functions on the tangents (an FFT: it is linear) brings its own
+`vjp` instead, since transposing such a rule would need the VJP being defined. The output dtype is the
+first input's, or what `out_dtype` makes of it (a real FFT turns float32 into complex64 and back).
 """
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 
 from tgfn.uop.ops import Ops, UOp
+
+from tgfn.dtype import DType
 
 if TYPE_CHECKING:
   from tgfn.array import Array
@@ -40,6 +46,8 @@ class HostFunction:
   impl: Callable[..., tuple[np.ndarray, ...]]          # NumPy arrays with leading batch axes -> outputs
   out_shapes: Callable[..., list[Shape]]              # (input core shapes, **params) -> output core shapes
   jvp: Callable[..., list[Optional[Array]]]          # (inputs, outputs, tangents or None, **params)
+  vjp: Optional[Callable[..., list[Optional[Array]]]] = None  # (inputs, outputs, cotangents, **params)
+  out_dtype: Callable[[DType], DType] = lambda dt: dt  # the first input's dtype -> the output dtype
 
 
 HOST_FUNCTIONS: dict[str, HostFunction] = {}
@@ -68,8 +76,8 @@ def check_host_node(node: UOp) -> Optional[str]:
   if arg[0] not in HOST_FUNCTIONS: return f"no host function named {arg[0]!r}"
   fn = HOST_FUNCTIONS[arg[0]]
   if len(node.src) != len(fn.core_dims): return f"{arg[0]} takes {len(fn.core_dims)} inputs, got {len(node.src)}"
-  if node.dtype not in (s.dtype for s in node.src) or not node.dtype.is_float:
-    return "dtype must be its inputs' float dtype"
+  if node.dtype is not fn.out_dtype(node.src[0].dtype) or not node.dtype.is_inexact:
+    return f"dtype must be {fn.out_dtype(node.src[0].dtype).name}, the output dtype of {arg[0]}"
   batches = {s.shape[:len(s.shape) - k] for s, k in zip(node.src, fn.core_dims)}
   if len(batches) != 1: return f"inputs have different batch shapes {sorted(batches)}"
   _, _, batch, outs = _parts(node)
@@ -97,7 +105,8 @@ def host_call(name: str, inputs: Sequence[Array], **params: Any) -> list[Array]:
   batch = inputs[0].shape[:inputs[0].ndim - fn.core_dims[0]]
   cores = fn.out_shapes([x.shape[x.ndim - k:] for x, k in zip(inputs, fn.core_dims)], **params)
   shape = batch + (sum(math.prod(c) for c in cores),)
-  node = UOp(Ops.HOST, inputs[0].dtype, tuple(x.uop for x in inputs), (name, tuple(sorted(params.items())), shape))
+  node = UOp(Ops.HOST, fn.out_dtype(inputs[0].dtype), tuple(x.uop for x in inputs),
+             (name, tuple(sorted(params.items())), shape))
   return _unpack(Array(node), batch, cores)
 
 
@@ -133,6 +142,11 @@ def host_vjp(ct: Array, y: UOp) -> tuple[Optional[Array], ...]:
   from tgfn.array import Array
   from tgfn.transforms.grad import backward
   from tgfn.transforms.trace import placeholder
+  fn, kw, batch, cores = _parts(y)
+  if fn.vjp is not None:
+    outs = _unpack(Array(y), batch, cores)
+    cts = _unpack(ct, batch, cores)
+    return tuple(fn.vjp([Array(s) for s in y.src], outs, cts, **kw))
   holders = [placeholder(s.shape, s.dtype, s.device) for s in y.src]
   tangent = host_jvp(y, [Array(h) for h in holders])
   if tangent is None: return (None,) * len(y.src)

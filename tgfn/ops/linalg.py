@@ -115,9 +115,12 @@ def dot(a: Any, b: Any) -> Array:
 
 
 def vdot(a: Any, b: Any) -> Array:
-  """The dot product of a and b flattened (a 0-d result); the sizes must be equal. Real dtypes only, so
-  there is no complex conjugate to take."""
+  """The dot product of a and b flattened (a 0-d result); the sizes must be equal. A complex `a` is
+  conjugated first, as NumPy's."""
   a, b = _operands(a, b)
+  if a.dtype.is_complex:
+    from tgfn.ops.complex_math import conj
+    a = conj(a)
   if a.size != b.size:
     raise ValueError(f"vdot: arrays of shapes {a.shape} and {b.shape} have different sizes "
                      f"{a.size} and {b.size}")

@@ -76,6 +76,7 @@ def _float_input(name: str, x: Any, min_ndim: int = 2) -> Array:
   if x.ndim < min_ndim:
     raise ValueError(f"linalg.{name}: needs an array of at least {min_ndim} dimensions, got shape {x.shape}")
   if x.dtype in (dtypes.float32, dtypes.float64): return x
+  if x.dtype.is_complex: raise NotImplementedError(f"linalg.{name} of complex arrays is not supported yet")
   return x.astype(dtypes.float32 if x.dtype.is_float else dtypes.default_float)
 
 

@@ -154,7 +154,7 @@ def sinc(x: Array) -> Array:
 def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Array:
   """|a - b| <= atol + rtol * |b|, elementwise; infinities are close only to themselves."""
   a, b = promote(a, b)
-  if not a.dtype.is_float: return isclose(*_float_pair(a, b), rtol, atol, equal_nan)
+  if not a.dtype.is_inexact: return isclose(*_float_pair(a, b), rtol, atol, equal_nan)
   finite = ~(isinf(a) | isinf(b))
   close = abs(a - b) <= atol + rtol * abs(b)
   out = where(finite, close, a == b)

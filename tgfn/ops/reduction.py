@@ -6,7 +6,7 @@ import math
 from typing import Any, Optional
 
 from tgfn.array import Array, as_array
-from tgfn.dtype import DType, dtypes, float_dtype, sum_dtype, to_dtype
+from tgfn.dtype import DType, dtypes, float_dtype, real_dtype, sum_dtype, to_dtype
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.ops.elementwise import isnan, sqrt, square, where
 from tgfn.uop.ops import Ops
@@ -37,6 +37,9 @@ def sum(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> 
 
 def prod(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
   x = as_array(x)
+  if (dtype is not None and to_dtype(dtype).is_complex) or (dtype is None and x.dtype.is_complex):
+    from tgfn.ops.complex_math import complex_prod
+    return complex_prod(x.astype(dtype or x.dtype), normalize_axes(axis, x.ndim), keepdims)
   return _reduce(x, Ops.MUL, axis, keepdims, dtype or sum_dtype(x.dtype))
 
 
@@ -77,11 +80,16 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
 
 
 def _variance(x: Array, axis: Any, ddof: int, keepdims: bool, work: DType) -> Array:
-  """sum((x - mean)^2) / (count - ddof) in `work`; a divisor <= 0 gives inf or NaN, as NumPy."""
+  """sum(|x - mean|^2) / (count - ddof) in `work` (real for complex x, as NumPy); a divisor <= 0 gives
+  inf or NaN, as NumPy."""
   x = x.astype(work)
   axes = normalize_axes(axis, x.ndim)
   count = math.prod(x.shape[a] for a in axes)
   centered = x - mean(x, axes, keepdims=True)
+  if centered.dtype.is_complex:
+    from tgfn.ops.complex_math import imag, real
+    squares = square(real(centered)) + square(imag(centered))
+    return sum(squares, axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
   return sum(square(centered), axes, keepdims=keepdims) / float(builtins.max(count - ddof, 0))
 
 
@@ -91,7 +99,7 @@ def var(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: 
   if correction is not None: ddof = correction
   x = as_array(x)
   dt, work = _work_dtype(x, dtype)
-  return _variance(x, axis, ddof, keepdims, work).astype(dt)
+  return _variance(x, axis, ddof, keepdims, work).astype(real_dtype(dt))
 
 
 def std(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: Any = None, *,
@@ -100,7 +108,7 @@ def std(x: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False, dtype: 
   if correction is not None: ddof = correction
   x = as_array(x)
   dt, work = _work_dtype(x, dtype)
-  return sqrt(_variance(x, axis, ddof, keepdims, work)).astype(dt)
+  return sqrt(_variance(x, axis, ddof, keepdims, work)).astype(real_dtype(dt))
 
 
 def _iota_along(shape: tuple[int, ...], axis: int) -> Array:

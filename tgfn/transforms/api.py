@@ -73,7 +73,7 @@ def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) 
   for i in argnums:
     for leaf in flatten(args[i])[0]:
       dt = as_array(leaf).dtype
-      if not dt.is_float:
+      if not dt.is_inexact:
         raise TypeError(f"{name} requires float inputs, but argument {i} has a leaf of dtype {dt.name}. "
                         "Differentiate with respect to float arrays (cast with .astype(tnp.float32)), "
                         "or use vjp for integer inputs.")
@@ -135,7 +135,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: b
   for x, t in zip(inputs, tangent_leaves):
     if x.shape != t.shape:
       raise ValueError(f"jvp: tangent shape {t.shape} does not match primal shape {x.shape}")
-  seeds = {h: t.astype(x.dtype) for h, x, t in zip(holders, inputs, tangent_leaves) if x.dtype.is_float}
+  seeds = {h: t.astype(x.dtype) for h, x, t in zip(holders, inputs, tangent_leaves) if x.dtype.is_inexact}
   tangent_out = forward([o.uop for o in outs], seeds)
   full = [t if t is not None else Array.const(0, o.dtype, o.shape) for t, o in zip(tangent_out, outs)]
   mapping = dict(zip(holders, (x.uop for x in inputs)))

@@ -104,7 +104,7 @@ def _checkpoint_spec(inputs: list[UOp], outs: list[UOp], policy: Policy) -> tupl
   topo = toposort(outs)
   for node in topo:
     if node in held or any(s in depends for s in node.src): depends.add(node)
-    if node in depends and node.dtype.is_float and policy.saves(node):
+    if node in depends and node.dtype.is_inexact and policy.saves(node):
       while node.op in GroupOp.Movement: node = node.src[0]  # a view is saved as the value it moves
       if node not in held: saved[node] = None
   position = {n: i for i, n in enumerate(topo)}

@@ -66,7 +66,7 @@ def _wrap_outputs(out: Any, call_factory: Callable[[list[tuple]], CustomCall]) -
   leaves, out_tree = flatten(out)
   arrays = [as_array(leaf) for leaf in leaves]
   call = call_factory([(a.shape, a.dtype) for a in arrays])
-  wrapped = [Array(UOp(Ops.CUSTOM, a.dtype, (a.uop, *call.inputs), (call, i))) if a.dtype.is_float else a
+  wrapped = [Array(UOp(Ops.CUSTOM, a.dtype, (a.uop, *call.inputs), (call, i))) if a.dtype.is_inexact else a
              for i, a in enumerate(arrays)]
   return unflatten(out_tree, wrapped)
 

@@ -78,7 +78,7 @@ def _expand_vjp(ct: Array, y: UOp) -> Cotangents:
 
 
 def _cast_vjp(ct: Array, y: UOp) -> Cotangents:
-  return (ct.astype(y.src[0].dtype),) if y.src[0].dtype.is_float and y.dtype.is_float else (None,)
+  return (ct.astype(y.src[0].dtype),) if y.src[0].dtype.is_inexact and y.dtype.is_inexact else (None,)
 
 
 def _gather_vjp(ct: Array, y: UOp) -> Cotangents:
@@ -163,7 +163,7 @@ def _call_key(node: UOp) -> Any:
   return node.arg[0] if node.op is Ops.CUSTOM else (node.arg[0], node.src)
 
 
-def _differentiable(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_float
+def _differentiable(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_inexact
 
 
 def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[UOp]) -> list[Optional[Array]]:

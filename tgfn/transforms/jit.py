@@ -338,9 +338,10 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
 
 def _weak_value(x: Any) -> Optional[Union[int, float]]:
   """A weakly typed scalar argument (Python int or float, or a NumPy one, as eager promotion treats them)
-  as a plain int or float; None for anything else (bools are strongly typed)."""
+  as a plain int or float; None for anything else (bools are strongly typed; a complex scalar is passed as
+  complex64 data, which promotes as the weak complex would with every dtype)."""
   value = _weak_scalar(x)
-  if value is None or isinstance(value, bool): return None
+  if value is None or isinstance(value, (bool, complex)): return None
   return float(value) if isinstance(value, float) else int(value)
 
 

@@ -108,7 +108,7 @@ JVP_RULES: dict[Ops, Callable[[UOp, Sequence[Tangent]], Tangent]] = {
   Ops.COS: _unary(lambda y, t: -t * _tnp().sin(_a(y.src[0]))),
   Ops.MAX: _max_jvp,
   Ops.WHERE: _where_jvp,
-  Ops.CAST: _unary(lambda y, t: t.astype(y.dtype) if y.dtype.is_float else None),
+  Ops.CAST: _unary(lambda y, t: t.astype(y.dtype) if y.dtype.is_inexact else None),
   Ops.REDUCE_AXIS: _reduce_jvp,
   Ops.RESHAPE: _movement, Ops.PERMUTE: _movement, Ops.EXPAND: _movement,
   Ops.PAD: _movement, Ops.SHRINK: _movement, Ops.FLIP: _movement,
@@ -127,7 +127,7 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
   known: dict[UOp, Array] = dict(tangents)
   custom_results: dict = {}  # a custom JVP rule runs once per call, for all of its outputs
   for node in toposort(list(outputs)):
-    if node in known or not (node.dtype is not None and node.dtype.is_float): continue
+    if node in known or not (node.dtype is not None and node.dtype.is_inexact): continue
     if node.op in NO_JVP_NEEDED: continue  # zero derivative (a float TRUNC): its tangent is zero
     src_tangents = [known.get(s) for s in node.src]
     if all(t is None for t in src_tangents): continue

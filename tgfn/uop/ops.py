@@ -334,6 +334,7 @@ def normalize_const(value: Any, dtype: DType) -> Any:
     value = int(value) & ((1 << dtype.bits) - 1)
     if dtype.kind == "i" and value >= 1 << (dtype.bits - 1): value -= 1 << dtype.bits
     return value
+  if dtype.is_complex: return complex(value)
   return float(value)
 
 
