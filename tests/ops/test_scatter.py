@@ -108,3 +108,15 @@ def test_an_embedding_gradient_does_not_loop_over_the_table(monkeypatch):
   expected = np.zeros((50_000, 16), np.float32)
   np.add.at(expected, [0, 7, 49_999, 3, 3], 2.0)
   assert_close(grad(table, ids), expected)
+
+
+def test_complex_values_scatter_both_parts(device):
+  """A complex value is two stores per update in the kernel (codegen lowers it to a pair of reals): both
+  run in the same sequential loop."""
+  x = np.array([1 + 1j, 2, 3], np.complex64)
+  u = np.array([1j, 1, 2 - 1j], np.complex64)
+  idx = np.array([0, 0, 2])
+  added = x.copy()
+  np.add.at(added, idx, u)
+  assert_close(tnp.array(x).at[tnp.array(idx)].add(tnp.array(u)), added)
+  np.testing.assert_array_equal(tnp.array(x).at[tnp.array(idx)].set(tnp.array(u)), np.complex64([1, 2, 2 - 1j]))

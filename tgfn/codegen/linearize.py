@@ -144,10 +144,14 @@ def linearize(ast: UOp) -> list[UOp]:
   # divide its axis stores its last element more than once (opts.py), and an in-place update must read
   # the old value each time
   lin.emit_scope([u for u in toposort([ast]) if u.op is Ops.LOAD], frozenset(outer))
-  for store in ast.src:  # in order: a store's sequential loops (AxisType.LOOP) end before the next store's begin
-    loops = sorted(lin.deps(store) - frozenset(outer), key=lambda r: r.arg[0])
-    for rng in loops: lin.place(rng)
-    lin.emit_scope([store], frozenset(outer) | frozenset(loops))
-    for rng in reversed(loops): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
+  # the stores by their sequential loops (AxisType.LOOP), in order of first appearance: one loop nest per
+  # set of loops (a complex value's two stores share theirs), each closed before the next one opens
+  by_loops: dict[frozenset[UOp], list[UOp]] = {}
+  for store in ast.src: by_loops.setdefault(lin.deps(store) - frozenset(outer), []).append(store)
+  for loops, stores in by_loops.items():
+    ordered = sorted(loops, key=lambda r: r.arg[0])
+    for rng in ordered: lin.place(rng)
+    lin.emit_scope(stores, frozenset(outer) | loops)
+    for rng in reversed(ordered): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
   for rng in reversed(outer): lin.program.append(UOp(Ops.ENDRANGE, None, (rng,)))
   return [u for u in lin.program if u.op is not Ops.SINK]
