@@ -24,6 +24,7 @@ from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn.uop.alu import float_to_bf16_bits
+from tgfn.uop.ops import Ops
 from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
@@ -313,6 +314,10 @@ class CPUProgram:
 
 class NativeCRenderer(CStyleRenderer):
   """C for this machine: vector width and register count read from what -march=native enables."""
+  # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py): whole-vector code, several times faster
+  # than libm's scalar calls, within the same ulp bounds (docs/numpy.md); sin and cos stay libm calls
+  decompose_by_default = frozenset({Ops.EXP2, Ops.LOG2})
+
   def __init__(self, compiler: CCompiler):
     self.compiler = compiler
 

@@ -8,7 +8,7 @@ from tgfn.codegen.blocking import block_long_reductions
 from tgfn.codegen.expand import expand
 from tgfn.codegen.heuristic import hand_coded_opts
 from tgfn.codegen.opts import Opt, apply_opts
-from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
+from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
 from tgfn.renderer import Renderer
@@ -55,8 +55,7 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   ast = graph_rewrite(ast, symbolic)
   ast = graph_rewrite(ast, promote_halves)
-  if not renderer.has_transcendentals or force_decomposition():
-    ast = graph_rewrite(ast, decompose_transcendentals + symbolic)
+  if decompose := decomposed_ops(renderer): ast = graph_rewrite(ast, decomposition_rules(decompose) + symbolic)
   return graph_rewrite(block_long_reductions(ast), symbolic)
 
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from tgfn.codegen.decompositions import force_decomposition
+from tgfn.codegen.decompositions import transcendental_switch
 from tgfn.codegen.opts import Opt
 from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
@@ -101,8 +101,8 @@ def count_flops(linear: list[UOp]) -> int:
 
 
 def _cache_key(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]) -> tuple:
-  # TRANSCENDENTAL=2, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
-  return (device, kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
+  # TRANSCENDENTAL, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
+  return (device, kernel.ast, transcendental_switch(), strict_float(), beam_width(), None if opts is None else tuple(opts))
 
 
 def _remember(key: tuple, compiled: CompiledKernel) -> CompiledKernel:
