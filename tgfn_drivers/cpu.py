@@ -15,7 +15,7 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -345,13 +345,16 @@ class NativeCRenderer(CStyleRenderer):
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
 
 
-# A batch is split into at most this many compiler processes, run in parallel, and a process gets at
-# least MIN_KERNELS_PER_PROCESS kernels: starting one costs ~40 ms, compiling a small kernel ~10 ms.
-MIN_KERNELS_PER_PROCESS = 4
+# A batch's kernels go to the compiler as their code is generated: a C unit closes once it holds
+# UNIT_CHARS characters of source and compiles in its own process while codegen goes on (Python's codegen
+# and gcc run at about the same speed, so on two cores they overlap). Starting a process costs ~30 ms of
+# CPU and a unit this size ~100 ms, so units are not made smaller.
+UNIT_CHARS = 30_000
 
 
 def compile_jobs() -> int:
-  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use."""
+  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
+  With 1 a batch is one C unit, compiled once codegen is done."""
   if (value := os.environ.get("TGFN_COMPILE_JOBS", "")).strip():
     if not value.strip().isdigit() or int(value) < 1:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
@@ -359,33 +362,38 @@ def compile_jobs() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def split_batch(sizes: list[int], jobs: int) -> list[list[int]]:
-  """Kernel indices per compiler process: the largest sources first, each to the least loaded process.
-  Deterministic, so the same batch on the same machine makes the same units (and hits the disk cache)."""
-  n = max(1, min(jobs, len(sizes) // MIN_KERNELS_PER_PROCESS))
-  groups: list[list[int]] = [[] for _ in range(n)]
-  load = [0] * n
-  for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-    g = load.index(min(load))
-    groups[g].append(i)
-    load[g] += sizes[i]
-  return [sorted(g) for g in groups if g]
-
-
-def build_many(kernels: list[tuple[str, str]]) -> list[CPUProgram]:
-  """Compile several kernels (distinct function names) as one C translation unit per compiler process,
-  and load each resulting library once: its kernels' programs share it, so it stays loaded while any
-  of them is referenced."""
-  groups = split_batch([len(src) for _, src in kernels], compile_jobs())
-  with ThreadPoolExecutor(max_workers=1) as background:
-    pool = background.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
-    binaries = _compiler.compile_many_cached(["".join(kernels[i][1] for i in g) for g in groups])
-    pool.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
-  programs: list[Optional[CPUProgram]] = [None] * len(kernels)
-  for group, binary in zip(groups, binaries):
+def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
+  """Compile several kernels (distinct function names) as C units of about UNIT_CHARS characters, each
+  started as soon as it is full (`kernels` may be a generator doing codegen: the compiler runs meanwhile),
+  and load each resulting library once: its kernels' programs share it, so it stays loaded while any of
+  them is referenced. Units depend only on the sources and their order, so a warm process makes the same
+  units and finds them in the disk cache."""
+  jobs = compile_jobs()
+  units: list[list[str]] = []
+  compiled: list[Any] = []
+  with ThreadPoolExecutor(max_workers=jobs + 1) as pool:
+    pool_loaded = pool.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
+    names: list[str] = []
+    parts: list[str] = []
+    size = 0
+    for name, src in kernels:
+      names.append(name)
+      parts.append(src)
+      size += len(src)
+      if jobs > 1 and size >= UNIT_CHARS:
+        units.append(names)
+        compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
+        names, parts, size = [], [], 0
+    if names:
+      units.append(names)
+      compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
+    binaries = [c.result() for c in compiled]
+    pool_loaded.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
+  programs = []
+  for names, binary in zip(units, binaries):
     library = _Library(binary)
-    for i in group: programs[i] = CPUProgram(kernels[i][0], library)
-  return programs  # type: ignore[return-value]
+    programs += [CPUProgram(name, library) for name in names]
+  return programs
 
 
 _compiler = CCompiler()

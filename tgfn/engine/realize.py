@@ -8,7 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from tgfn.codegen.decompositions import transcendental_switch
 from tgfn.codegen.opts import Opt
@@ -179,10 +179,16 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
   dev = Device[device]
   disk_key = None if os.environ.get("TGFN_CAPTURE") else \
     batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
-  records = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
+  stored = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
+  records = stored if stored is not None else []
   linears: list[Optional[list[UOp]]] = [None] * len(kernels)
-  if records is None:
-    records, used = [], set()
+
+  def prepared_sources() -> Iterator[tuple[str, str]]:
+    """Each kernel's (symbol, source), generated as the driver asks: it compiles the first ones meanwhile."""
+    if stored is not None:
+      yield from ((r.symbol, r.source) for r in stored)
+      return
+    used: set[str] = set()
     for i, kernel in enumerate(kernels):
       prepared = prepare_kernel(kernel, device)
       linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
@@ -192,8 +198,10 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
                                     [p.dtype for p in kernel.params])
       used.add(symbol)
       records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))
-    if disk_key is not None: batch_cache.store(disk_key, records)
-  programs = dev.build_many([(r.symbol, r.source) for r in records])
+      yield symbol, source
+
+  programs = dev.build_many(prepared_sources())
+  if stored is None and disk_key is not None: batch_cache.store(disk_key, records)
   Counters.kernels_compiled += len(kernels)
   return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear))
           for key, k, program, r, linear in zip(keys, kernels, programs, records, linears)]
