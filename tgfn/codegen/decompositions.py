@@ -219,15 +219,20 @@ def _exp2(x: UOp) -> UOp:
   # beyond [-(bias + mantissa + 2), bias + 2] the result is 0 or inf anyway; clamping keeps n's
   # halves below in the normal range and _round exact. NaN passes the clamp and propagates.
   x = _clamp(x, -(fmt.bias + fmt.mantissa + 2), fmt.bias + 2)
+  # x + M rounds x to an integer n (as _round does) and holds n in its low mantissa bits
+  shifted = x + fmt.round_magic
   if integral:  # 2^n exactly: no polynomial, only the scaling below (and NaN kept NaN)
-    n, p = x, x.ne(x).where(x, _const(x, 1.0))
+    p = x.ne(x).where(x, _const(x, 1.0))
   else:
-    n = _round(x, fmt)
-    f = x - n  # exact, in [-0.5, 0.5]
+    f = x - (shifted - fmt.round_magic)  # exact, in [-0.5, 0.5]
     p = _poly(f, fmt.exp2_poly) * f + 1.0
   # 2^n as two factors 2^(floor(n/2)) * 2^(n - floor(n/2)), each a normal float: p times the first
-  # stays normal, so the second product rounds once, overflowing to inf or underflowing gradually
-  ni = n.cast(fmt.bits)
+  # stays normal, so the second product rounds once, overflowing to inf or underflowing gradually.
+  # n as an integer is the bits of n + M less those of M: no float-to-int conversion (whose saturation
+  # and NaN handling are a dozen vector ops); a NaN x gives some n, and p = NaN makes the result NaN
+  magic_bits = struct.unpack("<i" if fmt.mantissa == 23 else "<q",
+                             struct.pack("<f" if fmt.mantissa == 23 else "<d", fmt.round_magic))[0]
+  ni = UOp(Ops.BITCAST, fmt.bits, (shifted,)) - magic_bits
   half = ni.alu(Ops.SHR, _const(ni, 1))
   return (p * _pow2(half, fmt, x.dtype)) * _pow2(ni - half, fmt, x.dtype)
 
