@@ -324,8 +324,9 @@ class CPUProgram:
 
 class NativeCRenderer(CStyleRenderer):
   """C for this machine: vector width and register count read from what -march=native enables."""
-  # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py): whole-vector code, several times faster
-  # than libm's scalar calls, within the same ulp bounds (docs/numpy.md); sin and cos stay libm calls
+  # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py) in kernels of DECOMPOSE_MIN_ITERATIONS
+  # iterations or more: whole-vector code, several times faster than libm's scalar calls, within the same
+  # ulp bounds (docs/numpy.md); sin and cos stay libm calls
   decompose_by_default = frozenset({Ops.EXP2, Ops.LOG2})
 
   def __init__(self, compiler: CCompiler):
@@ -358,8 +359,8 @@ class NativeCRenderer(CStyleRenderer):
 # A batch's kernels go to the compiler as their code is generated: a C unit closes once it holds
 # UNIT_CHARS characters of source and compiles in its own process while codegen goes on (Python's codegen
 # and gcc run at about the same speed, so on two cores they overlap). Starting a process costs ~30 ms of
-# CPU and a unit this size ~100 ms, so units are not made smaller.
-UNIT_CHARS = 30_000
+# CPU and a unit this size ~200 ms, so units are not made smaller.
+UNIT_CHARS = 40_000
 
 
 def compile_jobs() -> int:

@@ -59,15 +59,29 @@ def transcendental_switch() -> str:
   return value
 
 
-def decomposed_ops(renderer: object) -> frozenset[Ops]:
-  """Which of EXP2, LOG2, SIN, COS codegen builds from basic arithmetic for `renderer`: all of them on a
-  renderer without transcendentals or with TRANSCENDENTAL=2, none with TRANSCENDENTAL=1, else the
-  renderer's `decompose_by_default` (the CPU's C renderer: EXP2 and LOG2, whole-vector code several times
-  faster than a lane-by-lane libm call; sin and cos stay libm, whose 64-bit range reduction is slower)."""
+# A kernel of fewer loop iterations keeps the renderer's own functions by default: there a polynomial saves
+# microseconds per call and costs its compile time (about 60 lines of C per exp, +20% C for an MLP step)
+DECOMPOSE_MIN_ITERATIONS = 1 << 14
+
+
+def loop_iterations(ast: UOp) -> int:
+  """The product of the kernel's loop sizes (a size that is not a constant counts as large)."""
+  sizes = [u.src[0].arg if u.src[0].op is Ops.CONST else DECOMPOSE_MIN_ITERATIONS
+           for u in ast.toposort() if u.op is Ops.RANGE]
+  return math.prod(sizes)
+
+
+def decomposed_ops(renderer: object, ast: UOp) -> frozenset[Ops]:
+  """Which of EXP2, LOG2, SIN, COS codegen builds from basic arithmetic for `renderer` in kernel `ast`: all
+  of them on a renderer without transcendentals or with TRANSCENDENTAL=2, none with TRANSCENDENTAL=1,
+  else the renderer's `decompose_by_default` in kernels of DECOMPOSE_MIN_ITERATIONS loop iterations or
+  more (the CPU's C renderer: EXP2 and LOG2, whole-vector code several times faster than a lane-by-lane
+  libm call; sin and cos stay libm, whose 64-bit range reduction is slower). Both are within the same
+  ulp bounds (docs/numpy.md), but a small and a large kernel may round the same input differently."""
   switch = transcendental_switch()
   if not getattr(renderer, "has_transcendentals", True) or switch == "2": return TRANSCENDENTAL_OPS
-  if switch == "1": return frozenset()
-  return frozenset(getattr(renderer, "decompose_by_default", frozenset()))
+  if switch == "1" or not (default := getattr(renderer, "decompose_by_default", frozenset())): return frozenset()
+  return frozenset(default) if loop_iterations(ast) >= DECOMPOSE_MIN_ITERATIONS else frozenset()
 
 
 # pi/2 in fixed point with 128 fraction bits: int(mpmath.floor(mpmath.pi / 2 * 2**128)) at 60 digits

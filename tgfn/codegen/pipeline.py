@@ -55,7 +55,7 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   ast = graph_rewrite(ast, symbolic)
   ast = graph_rewrite(ast, promote_halves)
-  if decompose := decomposed_ops(renderer): ast = graph_rewrite(ast, decomposition_rules(decompose) + symbolic)
+  if decompose := decomposed_ops(renderer, ast): ast = graph_rewrite(ast, decomposition_rules(decompose) + symbolic)
   return graph_rewrite(block_long_reductions(ast), symbolic)
 
 
