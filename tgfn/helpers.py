@@ -20,7 +20,7 @@ SWITCHES: dict[str, tuple[str, str]] = {
   "VIZ_FILE": ("", "with VIZ=1, also write the page as a static HTML file at exit"),
   "BEAM": ("0", "choose kernel opts by a timed search of this width"),
   "NOOPT": ("0", "1: no kernel opts (plain loops)"),
-  "TRANSCENDENTAL": ("1", "2: decompose exp2/log2/sin into polynomials on every renderer"),
+  "TRANSCENDENTAL": ("", "1: C library exp2/log2/sin/cos everywhere; 2: polynomials on every renderer; unset: the renderer's choice"),
   "STRICT_FLOAT": ("0", "1: never reassociate float reductions"),
   "SPEC": ("0", "1: check every graph against the IR spec"),
   "DEV": ("CPU", "the default device"),

@@ -15,7 +15,7 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn.uop.alu import float_to_bf16_bits
+from tgfn.uop.ops import Ops
 from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
@@ -189,13 +190,19 @@ class CCompiler(Compiler):
 _libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype, _libc.aligned_alloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.restype, _libc.free.argtypes = None, [ctypes.c_void_p]
+_madvise = getattr(_libc, "madvise", None)
+if _madvise is not None: _madvise.restype, _madvise.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_MADV_HUGEPAGE, _HUGE_PAGE = 14, 2 << 20
 
 
 class MallocAllocator(Allocator):
   """Host memory from the C allocator, 64-byte aligned; the handle is the raw address kernels take.
   Freed blocks up to 1 MiB are kept in per-size free lists (64 MiB at most), because a jitted call
-  allocates its outputs every time and reusing a block is much cheaper than asking C for one."""
-  POOL_LIMIT, POOLED_BLOCK = 64 << 20, 1 << 20
+  allocates its outputs every time and reusing a block is much cheaper than asking C for one.
+  Blocks of HUGE_BLOCK bytes and more are whole 2 MiB pages, marked for transparent huge pages (Linux,
+  where it is the `madvise` mode): C hands such blocks out freshly mapped, and touching them for the first
+  time takes one fault per 2 MiB instead of one per 4 KiB (writing a fresh 50 MB output: 4x less CPU)."""
+  POOL_LIMIT, POOLED_BLOCK, HUGE_BLOCK = 64 << 20, 1 << 20, 8 << 20
 
   def __init__(self) -> None:
     self._free: dict[int, list[int]] = {}
@@ -217,7 +224,11 @@ class MallocAllocator(Allocator):
         self._lock.release()
         return ptr
       self._lock.release()
-    ptr = _libc.aligned_alloc(64, size)
+    if size >= self.HUGE_BLOCK and _madvise is not None:
+      size = (size + _HUGE_PAGE - 1) // _HUGE_PAGE * _HUGE_PAGE
+      ptr = _libc.aligned_alloc(_HUGE_PAGE, size)
+      if ptr: _madvise(ptr, size, _MADV_HUGEPAGE)  # a hint: where it is refused, small pages as before
+    else: ptr = _libc.aligned_alloc(64, size)
     if not ptr: raise MemoryError(f"could not allocate {nbytes} bytes on the CPU")
     self._size[ptr] = size  # (one dict store: atomic)
     return ptr
@@ -315,6 +326,11 @@ class CPUProgram:
 
 class NativeCRenderer(CStyleRenderer):
   """C for this machine: vector width and register count read from what -march=native enables."""
+  # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py) in kernels of DECOMPOSE_MIN_ITERATIONS
+  # iterations or more: whole-vector code, several times faster than libm's scalar calls, within the same
+  # ulp bounds (docs/numpy.md); sin and cos stay libm calls
+  decompose_by_default = frozenset({Ops.EXP2, Ops.LOG2})
+
   def __init__(self, compiler: CCompiler):
     self.compiler = compiler
 
@@ -342,13 +358,16 @@ class NativeCRenderer(CStyleRenderer):
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
 
 
-# A batch is split into at most this many compiler processes, run in parallel, and a process gets at
-# least MIN_KERNELS_PER_PROCESS kernels: starting one costs ~40 ms, compiling a small kernel ~10 ms.
-MIN_KERNELS_PER_PROCESS = 4
+# A batch's kernels go to the compiler as their code is generated: a C unit closes once it holds
+# UNIT_CHARS characters of source and compiles in its own process while codegen goes on (Python's codegen
+# and gcc run at about the same speed, so on two cores they overlap). Starting a process costs ~30 ms of
+# CPU and a unit this size ~200 ms, so units are not made smaller.
+UNIT_CHARS = 40_000
 
 
 def compile_jobs() -> int:
-  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use."""
+  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
+  With 1 a batch is one C unit, compiled once codegen is done."""
   if (value := os.environ.get("TGFN_COMPILE_JOBS", "")).strip():
     if not value.strip().isdigit() or int(value) < 1:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
@@ -356,33 +375,38 @@ def compile_jobs() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def split_batch(sizes: list[int], jobs: int) -> list[list[int]]:
-  """Kernel indices per compiler process: the largest sources first, each to the least loaded process.
-  Deterministic, so the same batch on the same machine makes the same units (and hits the disk cache)."""
-  n = max(1, min(jobs, len(sizes) // MIN_KERNELS_PER_PROCESS))
-  groups: list[list[int]] = [[] for _ in range(n)]
-  load = [0] * n
-  for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-    g = load.index(min(load))
-    groups[g].append(i)
-    load[g] += sizes[i]
-  return [sorted(g) for g in groups if g]
-
-
-def build_many(kernels: list[tuple[str, str]]) -> list[CPUProgram]:
-  """Compile several kernels (distinct function names) as one C translation unit per compiler process,
-  and load each resulting library once: its kernels' programs share it, so it stays loaded while any
-  of them is referenced."""
-  groups = split_batch([len(src) for _, src in kernels], compile_jobs())
-  with ThreadPoolExecutor(max_workers=1) as background:
-    pool = background.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
-    binaries = _compiler.compile_many_cached(["".join(kernels[i][1] for i in g) for g in groups])
-    pool.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
-  programs: list[Optional[CPUProgram]] = [None] * len(kernels)
-  for group, binary in zip(groups, binaries):
+def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
+  """Compile several kernels (distinct function names) as C units of about UNIT_CHARS characters, each
+  started as soon as it is full (`kernels` may be a generator doing codegen: the compiler runs meanwhile),
+  and load each resulting library once: its kernels' programs share it, so it stays loaded while any of
+  them is referenced. Units depend only on the sources and their order, so a warm process makes the same
+  units and finds them in the disk cache."""
+  jobs = compile_jobs()
+  units: list[list[str]] = []
+  compiled: list[Any] = []
+  with ThreadPoolExecutor(max_workers=jobs + 1) as pool:
+    pool_loaded = pool.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
+    names: list[str] = []
+    parts: list[str] = []
+    size = 0
+    for name, src in kernels:
+      names.append(name)
+      parts.append(src)
+      size += len(src)
+      if jobs > 1 and size >= UNIT_CHARS:
+        units.append(names)
+        compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
+        names, parts, size = [], [], 0
+    if names:
+      units.append(names)
+      compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
+    binaries = [c.result() for c in compiled]
+    pool_loaded.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
+  programs = []
+  for names, binary in zip(units, binaries):
     library = _Library(binary)
-    for i in group: programs[i] = CPUProgram(kernels[i][0], library)
-  return programs  # type: ignore[return-value]
+    programs += [CPUProgram(name, library) for name in names]
+  return programs
 
 
 _compiler = CCompiler()

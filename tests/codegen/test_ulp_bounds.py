@@ -9,17 +9,30 @@ import pytest
 
 import tgfn.numpy as tnp
 from tgfn.tools.ulp_table import BOUNDS, FUNCTIONS, cases, inputs, reference, tgfn_values, ulp_errors
+from tgfn.codegen.decompositions import _FORMATS, DECOMPOSE_MIN_ITERATIONS
+from tgfn.dtype import dtypes
+from tgfn.engine.realize import compile_kernel
+from tgfn.uop.ops import Ops
+from tgfn.schedule.schedule import create_schedule
+
+
+def _values(name: str, x: np.ndarray, path: str) -> np.ndarray:
+  """tgfn's `name` of x on `path`; on "default", in a kernel large enough for the CPU to decompose exp2 and
+  log2 (x repeated; smaller kernels keep the C library's functions: the "C" path)."""
+  if path != "default": return tgfn_values(name, x, path)
+  reps = -(-DECOMPOSE_MIN_ITERATIONS // len(x))
+  return tgfn_values(name, np.tile(x, reps), path)[:len(x)]
 
 
 def _worst(name: str, dtype: type, path: str, n: int) -> tuple[float, float]:
   """The largest ulp error over all ranges of `name` (one kernel: the ranges' samples side by side)."""
   rows = [r for r in cases(dtype) if r[0] == name]
   x = np.concatenate([inputs(name, r, neg, dtype, n) for _, r, neg in rows])
-  err = ulp_errors(tgfn_values(name, x, path), reference(name, x), dtype)
+  err = ulp_errors(_values(name, x, path), reference(name, x), dtype)
   return float(err.max()), float(x[np.argmax(err)])
 
 
-@pytest.mark.parametrize("path", ["C", "decomposed"])
+@pytest.mark.parametrize("path", ["C", "decomposed", "default"])
 @pytest.mark.parametrize("name", list(FUNCTIONS))
 def test_float32_within_documented_ulps(name, path):
   worst, at = _worst(name, np.float32, path, 2000)
@@ -46,3 +59,59 @@ def test_cos_of_large_arguments_is_accurate():
   """Issue 9 item 5: cos was sin(pi/2 - |x|), whose subtraction rounds away |x|'s low bits."""
   got = np.asarray(tnp.cos(tnp.array(np.float32(1e10))))
   assert abs(float(got) - 0.873119622676856) < 1e-7
+
+
+def _special_inputs(dtype: type) -> np.ndarray:
+  """Zeros, infinities, NaN, subnormals, the normal range's ends and each function's overflow and underflow
+  edges (exp: ln(max) and ln(min subnormal); exp2: 128 and -149; float64: theirs), with neighbours."""
+  info = np.finfo(dtype)
+  tiny_sub = np.nextafter(dtype(0), dtype(1))
+  edges = [88.72283, 88.72284, -87.33654, -103.27893, -103.97208, -104.0, 127.99999, 128.0, -126.0, -149.0,
+           -149.5, -150.0, 709.78, 709.79, -745.13, -1074.0, -1075.0, 1023.999, 1024.0]
+  base = [0.0, 1.0, 0.5, 2.0, 1e-30, 1e-7, 80.0, -80.0, float(info.max), float(info.tiny), float(tiny_sub),
+          float(info.tiny - tiny_sub), float(info.smallest_subnormal * 3), *edges]
+  with np.errstate(over="ignore"):
+    x = np.array(base, dtype)
+    near = np.concatenate([x, np.nextafter(x, dtype(np.inf)), np.nextafter(x, dtype(-np.inf))])
+  return np.concatenate([near, -near, np.array([np.inf, -np.inf, np.nan], dtype)])
+
+
+@pytest.mark.parametrize("path", ["default", "decomposed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["exp", "exp2", "expm1", "log", "log2", "log1p", "tanh"])
+def test_special_values_within_documented_ulps(name, dtype, path):
+  """The polynomial exp2/log2 (the CPU's default since they are whole-vector code) and what is built on
+  them, against NumPy in float64 (long double for float64 inputs): zeros, +-inf, NaN, subnormal inputs and
+  results, and the overflow and underflow edges, each with its neighbours."""
+  x = _special_inputs(dtype)
+  err = ulp_errors(_values(name, x, path), reference(name, x), dtype)
+  worst = int(np.argmax(err))
+  assert err[worst] <= BOUNDS[name], f"{name} on {path}: {err[worst]:.2f} ulp at x = {x[worst]!r}, documented {BOUNDS[name]}"
+
+
+def test_cpu_decomposes_exp2_and_log2_by_default(monkeypatch):
+  """By default a large CPU kernel of exp and log is whole-vector polynomial code, not a lane-by-lane libm
+  call (a small one keeps libm's: less C to compile where it saves little); sin stays libm's. exp's two scaling factors 2^n are exp2 of integers: built from the exponent
+  bits alone, without a polynomial (one polynomial per exp, not three), and without a float-to-int cast."""
+  monkeypatch.delenv("TRANSCENDENTAL", raising=False)
+  [small] = create_schedule([tnp.exp(tnp.array(np.linspace(-3, 3, 64, dtype=np.float32))).uop])
+  assert "exp2f(" in compile_kernel(small.kernel, "CPU").source
+  x = tnp.array(np.linspace(-3, 3, DECOMPOSE_MIN_ITERATIONS, dtype=np.float32))
+  sources = {}
+  for name in ("exp", "log", "sin"):
+    [item] = create_schedule([getattr(tnp, name)(x).uop])
+    sources[name] = compile_kernel(item.kernel, "CPU").source
+  assert "exp2f(" not in sources["exp"] and "log2f(" not in sources["log"] and "sinf(" in sources["sin"]
+  [item] = create_schedule([tnp.exp(x).uop])
+  top = np.float32(_FORMATS[dtypes.float32].exp2_poly[-1])  # Horner starts with top * f: one MUL per polynomial
+  is_top = lambda s: (s.op is Ops.CONST and s.arg == top) or (s.op is Ops.VECTORIZE and is_top(s.src[0]))
+  linear = compile_kernel(item.kernel, "CPU").linear
+  assert sum(u.op is Ops.MUL and any(is_top(s) for s in u.src) for u in linear) == 1
+  # 2^n's exponent is read from the bits of n + 1.5 * 2^23, not converted float -> int (a saturating cast)
+  assert not any(u.op is Ops.CAST and u.dtype.scalar().is_int and u.src[0].dtype.scalar().is_float for u in linear)
+
+
+def test_transcendental_switch_rejects_unknown_values(monkeypatch):
+  monkeypatch.setenv("TRANSCENDENTAL", "3")
+  with pytest.raises(ValueError, match="TRANSCENDENTAL must be 1"):
+    np.asarray(tnp.exp(tnp.array(np.ones(4, np.float32))))

@@ -80,19 +80,59 @@ def test_kernels_already_in_memory_are_not_compiled_again(fresh, monkeypatch):
 
 def test_a_batch_splits_over_parallel_compiler_processes(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)  # every kernel a unit of its own
   x, y = _inputs()
   out, runs = _compiler_runs(tgfn.jit(many_kernels), x, y)
-  assert runs == 2  # 9 kernels, at least MIN_KERNELS_PER_PROCESS each
+  assert runs == 9
   libraries = {id(k.program.fxn.library) for k in realize._compiled.values()}
-  assert len(libraries) == 2
+  assert len(libraries) == 9
   _assert_equal(out, many_kernels(x, y))  # eager: its scalars are kernel arguments, so kernels of its own
 
 
-def test_split_batch_is_balanced_deterministic_and_keeps_small_batches_whole():
-  assert cpu.split_batch([10, 1, 1, 1], 2) == [[0, 1, 2, 3]]  # under 2 x MIN_KERNELS_PER_PROCESS: one process
-  groups = cpu.split_batch([50, 40, 30, 20, 10, 10, 10, 10], 2)
-  assert sorted(i for g in groups for i in g) == list(range(8))
-  assert groups == [[0, 3, 4, 6], [1, 2, 5, 7]]  # 90 and 90
+def test_units_close_at_unit_chars_in_order_and_are_the_same_warm(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 100)
+  units = []
+  real = cpu.CCompiler.compile
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (units.append(src), real(self, src))[1])
+  sources = [(f"k{i}", f"void k{i}(float* restrict data0) {{ data0[0] = {i}.5f; /* {'.' * (40 * (i % 3))} */ }}\n")
+             for i in range(7)]
+  programs = cpu.build_many(iter(sources))  # a generator is fine: units start while it is consumed
+  out = np.zeros(1, np.float32)
+  for i, p in enumerate(programs):
+    p(out.ctypes.data)
+    assert out[0] == i + 0.5
+  sizes = [len(src) for _, src in sources]
+  expected, size = [[]], 0
+  for i, n in enumerate(sizes):  # in order, each unit closing once it reaches UNIT_CHARS
+    expected[-1].append(i)
+    size += n
+    if size >= 100 and i < len(sizes) - 1: expected, size = expected + [[]], 0
+  assert sorted(units) == sorted("".join(sources[i][1] for i in unit) for unit in expected)  # (compiled in parallel)
+  assert len(units) > 1
+  units.clear()
+  cpu.build_many(sources)
+  assert units == []  # the same units again: every one from the disk cache
+
+
+def test_codegen_and_the_compiler_overlap(fresh, monkeypatch):
+  """A jitted function's first C unit compiles while the rest of its kernels are still being generated."""
+  import threading
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)
+  started = threading.Event()
+  real_compile, real_prepare = cpu.CCompiler.compile, realize.prepare_kernel
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (started.set(), real_compile(self, src))[1])
+  seen = []
+  def prepare(kernel, *a, **k):
+    if seen: seen.append(started.wait(timeout=30))  # the first unit is compiling before codegen ends
+    else: seen.append(None)
+    return real_prepare(kernel, *a, **k)
+  monkeypatch.setattr(realize, "prepare_kernel", prepare)
+  x, y = _inputs()
+  out = tgfn.jit(many_kernels)(x, y)
+  assert len(seen) == 9 and all(seen[1:])
+  _assert_equal(out, many_kernels(x, y))
 
 
 def test_compile_jobs_must_be_a_positive_whole_number(monkeypatch):

@@ -1,4 +1,6 @@
-"""Transcendental functions built from basic arithmetic, for renderers without exp2/log2/sin.
+"""Transcendental functions built from basic arithmetic: for renderers without exp2/log2/sin, and for
+the CPU, whose exp2 and log2 are these by default (vector code instead of lane-by-lane libm calls;
+`decomposed_ops` says which ops a renderer gets, `TRANSCENDENTAL` overrides it).
 
 `decompose_transcendentals` rewrites every float32/float64 EXP2, LOG2, SIN and COS (half types were
 widened to float32 by `promote_halves` before this runs) into ADD, SUB, MUL, FDIV, CMPLT, CMPNE,
@@ -7,6 +9,7 @@ reduction of huge sin/cos arguments). Each function reduces its argument to a sm
 evaluates a polynomial there and undoes the reduction exactly:
 
   exp2(x) = 2^n * 2^f       n = round(x), f in [-0.5, 0.5]; 2^n is built in the exponent bits
+                            (an x that is an integer by construction, as exp's 2^n, skips 2^f)
   log2(x) = e + log2(m)     x = m * 2^e with m in [sqrt(1/2), sqrt(2)), read from the bits;
                             log2(m) = 2/ln2 * atanh(t), t = (m - 1) / (m + 1), an odd series in t
   sin(x)  = +-sin(r) or +-cos(r)   x = n * pi/2 + r, |r| <= pi/4, the quadrant n mod 4 picks which;
@@ -31,6 +34,7 @@ re-derives every table below and checks it; each comment names the fitted functi
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -40,10 +44,44 @@ from tgfn.helpers import getenv
 from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat
 
 
-def force_decomposition() -> bool:
-  """`TRANSCENDENTAL=2` decomposes on every renderer, so CPU and PYTHON can test the decompositions.
-  Read at each call (not cached), so tests can switch it; compiled-kernel caches must key on it."""
-  return int(getenv("TRANSCENDENTAL")) >= 2
+TRANSCENDENTAL_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS})
+
+
+def transcendental_switch() -> str:
+  """`TRANSCENDENTAL`: "1" keeps every transcendental a C library call, "2" decomposes all of them on
+  every renderer (so CPU and PYTHON can test the decompositions), unset ("") lets the renderer choose
+  (`decompose_by_default`). Read at each call (not cached), so tests can switch it; compiled-kernel
+  caches must key on it."""
+  value = getenv("TRANSCENDENTAL", "").strip()
+  if value not in ("", "1", "2"):
+    raise ValueError(f"TRANSCENDENTAL must be 1 (C library functions), 2 (polynomial decompositions) or unset "
+                     f"(the renderer's default), got {value!r}")
+  return value
+
+
+# A kernel of fewer loop iterations keeps the renderer's own functions by default: there a polynomial saves
+# microseconds per call and costs its compile time (about 60 lines of C per exp, +20% C for an MLP step)
+DECOMPOSE_MIN_ITERATIONS = 1 << 14
+
+
+def loop_iterations(ast: UOp) -> int:
+  """The product of the kernel's loop sizes (a size that is not a constant counts as large)."""
+  sizes = [u.src[0].arg if u.src[0].op is Ops.CONST else DECOMPOSE_MIN_ITERATIONS
+           for u in ast.toposort() if u.op is Ops.RANGE]
+  return math.prod(sizes)
+
+
+def decomposed_ops(renderer: object, ast: UOp) -> frozenset[Ops]:
+  """Which of EXP2, LOG2, SIN, COS codegen builds from basic arithmetic for `renderer` in kernel `ast`: all
+  of them on a renderer without transcendentals or with TRANSCENDENTAL=2, none with TRANSCENDENTAL=1,
+  else the renderer's `decompose_by_default` in kernels of DECOMPOSE_MIN_ITERATIONS loop iterations or
+  more (the CPU's C renderer: EXP2 and LOG2, whole-vector code several times faster than a lane-by-lane
+  libm call; sin and cos stay libm, whose 64-bit range reduction is slower). Both are within the same
+  ulp bounds (docs/numpy.md), but a small and a large kernel may round the same input differently."""
+  switch = transcendental_switch()
+  if not getattr(renderer, "has_transcendentals", True) or switch == "2": return TRANSCENDENTAL_OPS
+  if switch == "1" or not (default := getattr(renderer, "decompose_by_default", frozenset())): return frozenset()
+  return frozenset(default) if loop_iterations(ast) >= DECOMPOSE_MIN_ITERATIONS else frozenset()
 
 
 # pi/2 in fixed point with 128 fraction bits: int(mpmath.floor(mpmath.pi / 2 * 2**128)) at 60 digits
@@ -172,18 +210,43 @@ def _pow2(n: UOp, fmt: _Format, dtype: DType) -> UOp:
   return UOp(Ops.BITCAST, dtype, ((n + fmt.bias).alu(Ops.SHL, _const(n, fmt.mantissa)),))
 
 
+def _integral(x: UOp) -> bool:
+  """Whether x's value is an integer (or inf, or NaN) by construction: a TRUNC, an integer constant or
+  cast, or sums, differences, products and negations of such (exp builds 2^n from exp2 of these)."""
+  stack, seen = [x], set()
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.TRUNC or (u.op is Ops.CAST and u.src[0].dtype.is_int): continue
+    if u.op is Ops.CONST:
+      if not (isinstance(u.arg, (int, float)) and (math.isinf(u.arg) or float(u.arg).is_integer())): return False
+      continue
+    if u.op not in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG): return False
+    stack.extend(u.src)
+  return True
+
+
 # ---- the three functions
 def _exp2(x: UOp) -> UOp:
-  fmt = _FORMATS[x.dtype]
+  fmt, integral = _FORMATS[x.dtype], _integral(x)
   # beyond [-(bias + mantissa + 2), bias + 2] the result is 0 or inf anyway; clamping keeps n's
   # halves below in the normal range and _round exact. NaN passes the clamp and propagates.
   x = _clamp(x, -(fmt.bias + fmt.mantissa + 2), fmt.bias + 2)
-  n = _round(x, fmt)
-  f = x - n  # exact, in [-0.5, 0.5]
-  p = _poly(f, fmt.exp2_poly) * f + 1.0
+  # x + M rounds x to an integer n (as _round does) and holds n in its low mantissa bits
+  shifted = x + fmt.round_magic
+  if integral:  # 2^n exactly: no polynomial, only the scaling below (and NaN kept NaN)
+    p = x.ne(x).where(x, _const(x, 1.0))
+  else:
+    f = x - (shifted - fmt.round_magic)  # exact, in [-0.5, 0.5]
+    p = _poly(f, fmt.exp2_poly) * f + 1.0
   # 2^n as two factors 2^(floor(n/2)) * 2^(n - floor(n/2)), each a normal float: p times the first
-  # stays normal, so the second product rounds once, overflowing to inf or underflowing gradually
-  ni = n.cast(fmt.bits)
+  # stays normal, so the second product rounds once, overflowing to inf or underflowing gradually.
+  # n as an integer is the bits of n + M less those of M: no float-to-int conversion (whose saturation
+  # and NaN handling are a dozen vector ops); a NaN x gives some n, and p = NaN makes the result NaN
+  magic_bits = struct.unpack("<i" if fmt.mantissa == 23 else "<q",
+                             struct.pack("<f" if fmt.mantissa == 23 else "<d", fmt.round_magic))[0]
+  ni = UOp(Ops.BITCAST, fmt.bits, (shifted,)) - magic_bits
   half = ni.alu(Ops.SHR, _const(ni, 1))
   return (p * _pow2(half, fmt, x.dtype)) * _pow2(ni - half, fmt, x.dtype)
 
@@ -323,9 +386,13 @@ def _sin(x: UOp) -> UOp: return _sin_cos(x, 0)
 def _cos(x: UOp) -> UOp: return _sin_cos(x, 1)
 
 
-decompose_transcendentals = PatternMatcher([
-  (UPat(Ops.EXP2, tuple(_FORMATS), (UPat.var("x"),)), _exp2),
-  (UPat(Ops.LOG2, tuple(_FORMATS), (UPat.var("x"),)), _log2),
-  (UPat(Ops.SIN, tuple(_FORMATS), (UPat.var("x"),)), _sin),
-  (UPat(Ops.COS, tuple(_FORMATS), (UPat.var("x"),)), _cos),
-])
+_RULES = {Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.COS: _cos}
+
+
+@functools.cache
+def decomposition_rules(ops: frozenset[Ops]) -> PatternMatcher:
+  """The rewrite that decomposes the float32/float64 transcendentals in `ops` (see decomposed_ops)."""
+  return PatternMatcher([(UPat(op, tuple(_FORMATS), (UPat.var("x"),)), _RULES[op]) for op in sorted(ops, key=lambda o: o.value)])
+
+
+decompose_transcendentals = decomposition_rules(TRANSCENDENTAL_OPS)

@@ -8,7 +8,7 @@ from tgfn.codegen.complex_lower import lower_complex
 from tgfn.codegen.expand import expand
 from tgfn.codegen.heuristic import hand_coded_opts
 from tgfn.codegen.opts import Opt, apply_opts
-from tgfn.codegen.decompositions import decompose_transcendentals, force_decomposition
+from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
 from tgfn.dtype import dtypes
 from tgfn.helpers import flag, track
@@ -64,8 +64,8 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
 def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   ast = graph_rewrite(lower_complex(ast), symbolic, name="simplify")  # first: nothing after it sees a complex value
   ast = graph_rewrite(ast, promote_halves, name="float16/bfloat16 math in float32")
-  if not renderer.has_transcendentals or force_decomposition():
-    ast = graph_rewrite(ast, decompose_transcendentals + symbolic, name="decompose transcendentals")
+  if decompose := decomposed_ops(renderer, ast):
+    ast = graph_rewrite(ast, decomposition_rules(decompose) + symbolic, name="decompose transcendentals")
   return graph_rewrite(block_long_reductions(ast), symbolic, name="block long reductions, simplify")
 
 

@@ -8,9 +8,9 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from tgfn.codegen.decompositions import force_decomposition
+from tgfn.codegen.decompositions import transcendental_switch
 from tgfn.codegen.opts import Opt
 from tgfn.codegen.pipeline import default_opts, optimize, scalar_passes
 from tgfn.codegen.policy import strict_float
@@ -106,9 +106,9 @@ def count_flops(linear: list[UOp]) -> int:
 
 
 def _cache_key(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]) -> tuple:
-  # TRANSCENDENTAL=2, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
+  # TRANSCENDENTAL, STRICT_FLOAT=1 and BEAM=n change what codegen emits for the same AST: part of the key
   # instances of one backend ("CPU", "CPU:1") share compiled kernels: the key holds the backend
-  return (Device.backend(device), kernel.ast, force_decomposition(), strict_float(), beam_width(), None if opts is None else tuple(opts))
+  return (Device.backend(device), kernel.ast, transcendental_switch(), strict_float(), beam_width(), None if opts is None else tuple(opts))
 
 
 def _remember(key: tuple, compiled: CompiledKernel) -> CompiledKernel:
@@ -191,10 +191,16 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
   # DEBUG=3 and up print, and VIZ records, each kernel as codegen makes it: not from the disk cache then
   disk_key = None if os.environ.get("TGFN_CAPTURE") or _debug() >= 3 or helpers.tracker is not None else \
     batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
-  records = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
+  stored = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
+  records = stored if stored is not None else []
   linears: list[Optional[list[UOp]]] = [None] * len(kernels)
-  if records is None:
-    records, used = [], set()
+
+  def prepared_sources() -> Iterator[tuple[str, str]]:
+    """Each kernel's (symbol, source), generated as the driver asks: it compiles the first ones meanwhile."""
+    if stored is not None:
+      yield from ((r.symbol, r.source) for r in stored)
+      return
+    used: set[str] = set()
     for i, kernel in enumerate(kernels):
       prepared = prepare_kernel(kernel, device)
       linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
@@ -204,8 +210,10 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
                                     [p.dtype for p in kernel.params])
       used.add(symbol)
       records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))
-    if disk_key is not None: batch_cache.store(disk_key, records)
-  programs = dev.build_many([(r.symbol, r.source) for r in records])
+      yield symbol, source
+
+  programs = dev.build_many(prepared_sources())
+  if stored is None and disk_key is not None: batch_cache.store(disk_key, records)
   Counters.kernels_compiled += len(kernels)
   each = (time.perf_counter() - start) / len(kernels)  # one batch: its time shared out
   return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear, each))
