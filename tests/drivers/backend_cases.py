@@ -5,6 +5,7 @@ inputs that returns tgfn arrays; tests/drivers/test_opencl.py runs them on OPENC
 tests/drivers/test_cuda.py compiles every kernel they make for CUDA."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -12,6 +13,7 @@ import numpy as np
 import tgfn
 import tgfn.numpy as tnp
 from tgfn import lax
+from tgfn.engine import realize as realize_mod
 
 SPECIAL_F32 = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -2.5, 2.7, -2.7, 255.9, 256.0,
                         -129.0, 65520.0, 1e-7, 3e9, -3e9, 2.0 ** 31, -2.0 ** 31, 9.3e18, -9.3e18, 1e30], np.float32)
@@ -142,3 +144,29 @@ CASES: dict[str, Callable[[], tuple]] = {
 # libm-level functions are a few ulp apart between platforms; everything else must agree to the last bit,
 # but for the float policy's fused multiply-adds in reductions (tgfn/codegen/policy.py)
 APPROXIMATE = {"transcendentals", "halves", "reductions", "matmuls", "mlp_step"}
+
+
+def run_case(name: str, device: str, monkeypatch) -> list[np.ndarray]:
+  """The outputs of CASES[name] computed on `device` (compiling afresh: the in-memory kernel cache is emptied)."""
+  monkeypatch.setenv("DEV", device)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  outs = CASES[name]()
+  arrays = [np.asarray(o) for o in outs]
+  for o in outs: assert o.device == device, f"{name} ran on {o.device}, expected {device}"
+  return arrays
+
+
+def assert_agree(got: np.ndarray, want: np.ndarray, approximate: bool, what: str) -> None:
+  """Same dtype and shape, and the same values: bit for bit (NaN as NaN), or within a few ulp."""
+  assert got.dtype == want.dtype and got.shape == want.shape, f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+  half = got.dtype.itemsize == 2 and got.dtype.kind not in "biu"
+  if got.dtype.kind not in "biuf": got, want = got.astype(np.float32), want.astype(np.float32)  # bfloat16 (exact)
+  if got.dtype.kind in "biu" or not approximate:
+    # floats bit for bit, NaN as NaN (whatever its payload)
+    same = (got == want) | (np.isnan(got) & np.isnan(want)) if got.dtype.kind == "f" else got == want
+    signs = np.signbit(got) == np.signbit(want) if got.dtype.kind == "f" else True
+    bad = ~(same & (signs | np.isnan(got)))
+    assert not bad.any(), f"{what}: {got[bad][:8]} vs the reference {want[bad][:8]}"
+  else:
+    tol = 1e-2 if half else 2e-5
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol, equal_nan=True, err_msg=what)

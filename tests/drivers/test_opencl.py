@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import numpy as np
 import pytest
 
 import tgfn
 from tgfn.engine import realize as realize_mod
-from tests.drivers.backend_cases import APPROXIMATE, CASES
+from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, run_case
 
 
 def _opencl_or_skip() -> None:
@@ -20,29 +19,6 @@ def _opencl_or_skip() -> None:
     opencl.runtime()
   except opencl.OpenCLUnavailable as e:
     pytest.skip(str(e))
-
-
-def run_case(name: str, device: str, monkeypatch) -> list[np.ndarray]:
-  monkeypatch.setenv("DEV", device)
-  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
-  outs = CASES[name]()
-  arrays = [np.asarray(o) for o in outs]
-  for o in outs: assert o.device == device, f"{name} ran on {o.device}, expected {device}"
-  return arrays
-
-
-def assert_agree(got: np.ndarray, want: np.ndarray, approximate: bool, what: str) -> None:
-  assert got.dtype == want.dtype and got.shape == want.shape, f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
-  if got.dtype.kind not in "biuf": got, want = got.astype(np.float32), want.astype(np.float32)  # bfloat16 (exact)
-  if got.dtype.kind in "biu" or not approximate:
-    # floats bit for bit, NaN as NaN (whatever its payload)
-    same = (got == want) | (np.isnan(got) & np.isnan(want)) if got.dtype.kind == "f" else got == want
-    signs = np.signbit(got) == np.signbit(want) if got.dtype.kind == "f" else True
-    bad = ~(same & (signs | np.isnan(got)))
-    assert not bad.any(), f"{what}: OPENCL {got[bad][:8]} vs PYTHON {want[bad][:8]}"
-  else:
-    tol = 1e-2 if got.dtype in (np.float16,) or got.dtype.itemsize == 2 else 2e-5
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol, equal_nan=True, err_msg=what)
 
 
 @pytest.mark.parametrize("name", list(CASES))

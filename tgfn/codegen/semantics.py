@@ -84,8 +84,8 @@ def _division(u: UOp, a: UOp, b: UOp) -> UOp:
   safe = _where(ordinary, b, _full(1, b.dtype, scalar))
   quotient = _binary(u.op, a, safe)
   # b == -1: x // -1 is -x (wrapping at the minimum), x % -1 is 0; b == 0: both are 0
-  by_minus_one = UOp(Ops.NEG, u.dtype, (a,)) if is_div else _full(0, u.dtype, scalar)
-  return _where(ordinary, quotient, _where(nonzero, by_minus_one, _full(0, u.dtype, scalar)))
+  other = _where(nonzero, UOp(Ops.NEG, u.dtype, (a,)), _full(0, u.dtype, scalar)) if is_div else _full(0, u.dtype, scalar)
+  return _where(ordinary, quotient, other)
 
 
 def _shift(u: UOp, a: UOp, b: UOp) -> UOp:
