@@ -125,10 +125,10 @@ def _mlp_step() -> tuple:
     value, grads = tgfn.value_and_grad(loss)(params, x, y)
     return value, tuple(p - 0.1 * g for p, g in zip(params, grads))
 
-  params = (tnp.asarray(_floats((8, 16), 24) * 0.3), tnp.zeros(16), tnp.asarray(_floats((16, 3), 25) * 0.3))
-  x, y = tnp.asarray(_floats((12, 8), 26)), tnp.asarray(_floats((12, 3), 27))
+  params = (tnp.asarray(_floats((4, 8), 24) * 0.3), tnp.zeros(8), tnp.asarray(_floats((8, 2), 25) * 0.3))
+  x, y = tnp.asarray(_floats((6, 4), 26)), tnp.asarray(_floats((6, 2), 27))
   losses = []
-  for _ in range(3):
+  for _ in range(2):
     value, params = step(params, x, y)
     losses.append(value)
   return (*losses, *params)
@@ -154,6 +154,25 @@ def run_case(name: str, device: str, monkeypatch) -> list[np.ndarray]:
   arrays = [np.asarray(o) for o in outs]
   for o in outs: assert o.device == device, f"{name} ran on {o.device}, expected {device}"
   return arrays
+
+
+_REFERENCE: dict[str, tuple[list[np.ndarray], list]] = {}
+
+
+def reference(name: str, monkeypatch) -> tuple[list[np.ndarray], list]:
+  """CASES[name] on the PYTHON reference interpreter: its outputs and the kernels it compiled (LoweredKernels),
+  computed once per process for the tests of every backend."""
+  if name not in _REFERENCE:
+    kernels: list = []
+    original = realize_mod.prepare_kernel
+    def recording(kernel, device, opts=None):  # noqa: E306
+      kernels.append(kernel)
+      return original(kernel, device, opts)
+    monkeypatch.setattr(realize_mod, "prepare_kernel", recording)
+    outs = run_case(name, "PYTHON", monkeypatch)
+    monkeypatch.setattr(realize_mod, "prepare_kernel", original)
+    _REFERENCE[name] = (outs, kernels)
+  return _REFERENCE[name]
 
 
 def assert_agree(got: np.ndarray, want: np.ndarray, approximate: bool, what: str) -> None:

@@ -4,11 +4,13 @@ installed: `pip install nvidia-cuda-nvrtc-cu12`). Where a GPU is present the sam
 compared with the PYTHON reference; those tests skip cleanly otherwise."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import tgfn
 from tgfn.engine import realize as realize_mod
-from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, run_case
+from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, reference, run_case
 
 
 def _nvrtc_or_skip():
@@ -20,28 +22,19 @@ def _nvrtc_or_skip():
   return cuda
 
 
-def _kernels_of(name: str, monkeypatch) -> list:
-  """The kernels CASES[name] compiles (on the reference interpreter, which every machine has)."""
-  seen = []
-  original = realize_mod.prepare_kernel
-  def recording(kernel, device, opts=None):
-    seen.append(kernel)
-    return original(kernel, device, opts)
-  monkeypatch.setattr(realize_mod, "prepare_kernel", recording)
-  run_case(name, "PYTHON", monkeypatch)
-  monkeypatch.setattr(realize_mod, "prepare_kernel", original)
-  assert seen, f"{name} compiled no kernel"
-  return seen
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_kernel_compiles_to_ptx(name: str, monkeypatch) -> None:
   cuda = _nvrtc_or_skip()
-  for kernel in _kernels_of(name, monkeypatch):
+  assert b"--fmad=false" in cuda.DEVICE.compiler.options()
+  # the kernels the case makes (on the reference interpreter, which every machine has), as one NVRTC program:
+  # each renamed apart (names come from shapes), the guarded helpers shared
+  sources = {}
+  for kernel in reference(name, monkeypatch)[1]:
     source = realize_mod.prepare_kernel(kernel, "CUDA").source
-    assert "--fmad=false".encode() in b" ".join(cuda.DEVICE.compiler.options())
-    ptx = cuda.DEVICE.compiler.compile(source)
-    assert b".visible .entry " + kernel.name.encode() in ptx, f"{kernel.name}: no entry point in the PTX"
+    sources.setdefault(source, re.sub(rf"\b{kernel.name}\(", f"{kernel.name}_{len(sources)}(", source))
+  ptx = cuda.DEVICE.compiler.compile("".join(sources.values()))
+  entries = re.findall(r"\.visible \.entry (\w+)\(", ptx.decode())
+  assert sorted(entries) == sorted(re.search(r"void (\w+)\(", s).group(1) for s in sources.values())
 
 
 def test_no_gpu_gives_an_error_that_says_so(monkeypatch) -> None:
@@ -63,7 +56,7 @@ def _gpu_or_skip():
 @pytest.mark.parametrize("name", list(CASES))
 def test_cuda_matches_the_reference(name: str, monkeypatch) -> None:
   _gpu_or_skip()
-  want = run_case(name, "PYTHON", monkeypatch)
+  want, _ = reference(name, monkeypatch)
   got = run_case(name, "CUDA", monkeypatch)
   for i, (g, w) in enumerate(zip(got, want)): assert_agree(g, w, name in APPROXIMATE, f"{name} output {i}")
 

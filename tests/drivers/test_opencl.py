@@ -10,7 +10,7 @@ import pytest
 
 import tgfn
 from tgfn.engine import realize as realize_mod
-from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, run_case
+from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, reference, run_case
 
 
 def _opencl_or_skip() -> None:
@@ -24,7 +24,7 @@ def _opencl_or_skip() -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_opencl_matches_the_reference(name: str, monkeypatch) -> None:
   _opencl_or_skip()
-  want = run_case(name, "PYTHON", monkeypatch)
+  want, _ = reference(name, monkeypatch)
   got = run_case(name, "OPENCL", monkeypatch)
   assert len(got) == len(want)
   for i, (g, w) in enumerate(zip(got, want)): assert_agree(g, w, name in APPROXIMATE, f"{name} output {i}")

@@ -75,7 +75,8 @@ class Dialect:
     return f"{v}{suffix}"
 
   def used_helpers(self, body: str) -> str:
-    """The helper functions `body` calls (and the ones they call), in prelude order."""
+    """The helper functions `body` calls (and the ones they call), in prelude order, each guarded so that
+    several kernels' sources concatenate into one program (a batched compile)."""
     chunks = re.split(r"\n(?=\S[^\n]*\btg_\w+\()", self.helpers.strip()) if self.helpers else []  # one per function
     needed, text = [], body
     for chunk in reversed(chunks):  # a helper only calls the ones defined before it
@@ -83,7 +84,11 @@ class Dialect:
       if name is not None and re.search(rf"\b{name.group(1)}\(", text):
         needed.append(chunk)
         text += chunk
-    return "".join(c + "\n" for c in reversed(needed))
+    guarded = []
+    for chunk in reversed(needed):
+      guard = "TG_" + re.search(r"(tg_\w+)\(", chunk).group(1).upper()
+      guarded.append(f"#ifndef {guard}\n#define {guard}\n{chunk}\n#endif\n")
+    return "".join(guarded)
 
 
 _MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
