@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import numpy as np
 import pytest
 
 import tgfn
@@ -51,3 +52,12 @@ def test_unavailable_runtime_says_what_to_install(monkeypatch) -> None:
 
 def test_device_is_listed() -> None:
   assert tgfn.Device.canonicalize("opencl") == "OPENCL"
+
+
+def test_values_move_between_devices() -> None:
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  on_device = tgfn.device_put(tnp.arange(6.0) * 2, "OPENCL")
+  back = tgfn.device_put(on_device + 1, "CPU")
+  assert (on_device + 1).device == "OPENCL" and back.device == "CPU"
+  assert np.asarray(back * 3).tolist() == [3.0, 9.0, 15.0, 21.0, 27.0, 33.0]
