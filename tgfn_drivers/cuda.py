@@ -145,7 +145,7 @@ class NVRTCCompiler(Compiler):
       _check_nvrtc(lib.nvrtcGetPTX(program, ptx), "PTX")
     finally:
       lib.nvrtcDestroyProgram(ctypes.byref(program))
-    return json.dumps({"global": launch_sizes(src)}).encode() + b"\n" + ptx.raw.rstrip(b"\0") + b"\0"
+    return json.dumps({"launch": launch_sizes(src)}).encode() + b"\n" + ptx.raw.rstrip(b"\0") + b"\0"
 
 
 def _check_nvrtc(err: int, what: str) -> None:
@@ -181,7 +181,7 @@ class CUDAProgram:
   """One kernel of a loaded PTX module, launched over its grid in blocks of BLOCK threads along x."""
   def __init__(self, name: str, lib: bytes):
     header, ptx = lib.split(b"\n", 1)
-    n0, n1, n2 = json.loads(header)["global"]
+    n0, n1, n2 = json.loads(header)["launch"][name]
     self.empty = 0 in (n0, n1, n2)
     block = max(1, min(n0, BLOCK))
     self.grid, self.block = ((n0 + block - 1) // block, n1, n2), (block, 1, 1)

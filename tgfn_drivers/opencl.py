@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import functools
 import json
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -141,7 +141,8 @@ class CLAllocator(Allocator):
 
 
 class CLCompiler(Compiler):
-  """OpenCL C -> the device's program binary, behind a header line with the kernel's launch grid."""
+  """OpenCL C (one kernel or several) -> the device's program binary, behind a header line with each
+  kernel's launch grid."""
   @property
   def cachekey(self) -> str:  # type: ignore[override]
     return f"opencl {runtime().identity} {BUILD_OPTIONS.decode()}"
@@ -161,24 +162,35 @@ class CLCompiler(Compiler):
       rt.check(rt.cl.clGetProgramInfo(program, _CL_PROGRAM_BINARIES, ctypes.sizeof(pointer), ctypes.byref(pointer), None), "binaries")
     finally:
       rt.cl.clReleaseProgram(program)
-    header = json.dumps({"global": launch_sizes(src)}).encode()
+    header = json.dumps({"launch": launch_sizes(src)}).encode()
     return header + b"\n" + binary.raw
 
 
-class CLProgram:
-  """One kernel: built from the binary, launched over its grid (the platform picks the work-group size)."""
-  def __init__(self, name: str, lib: bytes):
+class _CLLibrary:
+  """A built program (one kernel, or a batch of them) and the launch grid of each of its kernels."""
+  def __init__(self, lib: bytes):
     header, binary = lib.split(b"\n", 1)
-    self.global_size = (_size_t * 3)(*json.loads(header)["global"])
+    self.launch = {name: tuple(sizes) for name, sizes in json.loads(header)["launch"].items()}
     self.rt = rt = runtime()
     err, status = _int(), _int()
     self.program = rt.cl.clCreateProgramWithBinary(rt.context, 1, ctypes.byref(_void_p(rt.device)),
                                                    ctypes.byref(_size_t(len(binary))),
                                                    ctypes.byref(ctypes.c_char_p(binary)), ctypes.byref(status), ctypes.byref(err))
-    rt.check(err.value or status.value, "clCreateProgramWithBinary")
-    rt.build(self.program, name)
-    self.kernel = rt.cl.clCreateKernel(self.program, name.encode(), ctypes.byref(err))
-    rt.check(err.value, f"clCreateKernel({name})")
+    self.rt.check(err.value or status.value, "clCreateProgramWithBinary")
+    rt.build(self.program, ", ".join(self.launch))
+
+  def __del__(self) -> None:
+    if getattr(self, "program", None): self.rt.cl.clReleaseProgram(self.program)
+
+
+class CLProgram:
+  """One kernel of a built program, launched over its grid (the platform picks the work-group size)."""
+  def __init__(self, name: str, lib: bytes | _CLLibrary):
+    self.library = library = lib if isinstance(lib, _CLLibrary) else _CLLibrary(lib)
+    self.rt, err = library.rt, _int()
+    self.global_size = (_size_t * 3)(*library.launch[name])
+    self.kernel = self.rt.cl.clCreateKernel(library.program, name.encode(), ctypes.byref(err))
+    self.rt.check(err.value, f"clCreateKernel({name})")
 
   def __call__(self, *args: Any) -> None:
     """Buffers (cl_mem handles as c_void_p), then scalar parameters (ctypes values, from scalar_arg)."""
@@ -189,7 +201,12 @@ class CLProgram:
 
   def __del__(self) -> None:
     if getattr(self, "kernel", None): self.rt.cl.clReleaseKernel(self.kernel)
-    if getattr(self, "program", None): self.rt.cl.clReleaseProgram(self.program)
+
+
+def build_many(kernels: list[tuple[str, str]]) -> list[CLProgram]:
+  """Several kernels (distinct names) built as one program: one compiler run for a jitted function."""
+  library = _CLLibrary(_compiler.compile_cached("".join(src for _, src in kernels)))
+  return [CLProgram(name, library) for name, _ in kernels]
 
 
 # each scalar parameter as the kernel declares it (tgfn/renderer/dialects.py: bool as uchar, halves as bits)
@@ -217,5 +234,6 @@ def synchronize() -> None:
 def kernel_arg(handle: int) -> ctypes.c_void_p: return _void_p(handle)
 
 
-DEVICE = Compiled("OPENCL", CLAllocator(), OpenCLRenderer(), CLCompiler(), CLProgram, scalar_arg=scalar_arg,
+_compiler = CLCompiler()
+DEVICE = Compiled("OPENCL", CLAllocator(), OpenCLRenderer(), _compiler, CLProgram, build_many, scalar_arg=scalar_arg,
                   kernel_arg=kernel_arg)

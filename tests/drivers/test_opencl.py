@@ -61,3 +61,18 @@ def test_values_move_between_devices() -> None:
   back = tgfn.device_put(on_device + 1, "CPU")
   assert (on_device + 1).device == "OPENCL" and back.device == "CPU"
   assert np.asarray(back * 3).tolist() == [3.0, 9.0, 15.0, 21.0, 27.0, 33.0]
+
+
+def test_a_jitted_function_builds_as_one_program(monkeypatch) -> None:
+  _opencl_or_skip()
+  from tgfn_drivers import opencl
+  import tgfn.numpy as tnp
+  monkeypatch.setenv("DEV", "OPENCL")
+  monkeypatch.setenv("TGFN_DISABLE_COMPILER_CACHE", "1")
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  builds = []
+  monkeypatch.setattr(opencl.CLCompiler, "compile", lambda self, src, real=opencl.CLCompiler.compile: (builds.append(src), real(self, src))[1])
+  step = tgfn.jit(lambda x: ((x * 2).sum(0), tnp.exp(x).max(1), x.T @ x))
+  outs = step(tnp.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4) / 10))
+  assert len(builds) == 1 and builds[0].count("__kernel void") == 3, f"{len(builds)} builds"
+  np.testing.assert_allclose(np.asarray(outs[2]), (np.arange(12.0).reshape(3, 4) / 10).T @ (np.arange(12.0).reshape(3, 4) / 10), rtol=1e-6)

@@ -33,13 +33,15 @@ _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 _OPERATOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<",
              Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
 _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|"}  # as alu.py defines them on bool
-_LAUNCH = re.compile(r"^// tgfn launch: global=(\d+),(\d+),(\d+)")
+_LAUNCH = re.compile(r"// tgfn launch: global=(\d+),(\d+),(\d+)\n.*?\bvoid (\w+)\(", re.DOTALL)
 
 
-def launch_sizes(src: str) -> tuple[int, int, int]:
-  """The grid a kernel with ids is launched on (its first line says), innermost axis first."""
-  if (m := _LAUNCH.match(src)) is None: raise ValueError("kernel source without a '// tgfn launch:' line")
-  return int(m.group(1)), int(m.group(2)), int(m.group(3))
+def launch_sizes(src: str) -> dict[str, tuple[int, int, int]]:
+  """Kernel name -> the grid it is launched on, innermost axis first, for each kernel of `src` (several
+  kernels' sources concatenate into one program): each kernel's first line says."""
+  table = {m.group(4): (int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _LAUNCH.finditer(src)}
+  if not table: raise ValueError("kernel source without a '// tgfn launch:' line")
+  return table
 
 
 def _lanewise(u: UOp, scalar: Callable[[Ref], str], ref: Ref) -> str:
