@@ -158,9 +158,10 @@ class CUDAAllocator(Allocator):
     drv, ptr = driver(), ctypes.c_uint64()
     drv.current()
     if drv.cu.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 1)) != 0: raise MemoryError(f"could not allocate {nbytes} bytes on the GPU")
+    self._free = drv.cu.cuMemFree_v2  # held here: module globals are None at interpreter exit
     return ptr.value
 
-  def free(self, handle: int) -> None: driver().cu.cuMemFree_v2(handle)
+  def free(self, handle: int) -> None: self._free(handle)
 
   def copyin(self, handle: int, data: memoryview) -> None:
     if not data.nbytes: return

@@ -122,9 +122,11 @@ class CLAllocator(Allocator):
     rt, err = runtime(), _int()
     mem = rt.cl.clCreateBuffer(rt.context, _CL_MEM_READ_WRITE, max(nbytes, 1), None, ctypes.byref(err))
     if err.value != 0: raise MemoryError(f"could not allocate {nbytes} bytes on the OpenCL device (error {err.value})")
+    # held here: at interpreter exit module globals become None before the last buffers are freed
+    self._release = rt.cl.clReleaseMemObject
     return mem
 
-  def free(self, handle: int) -> None: runtime().cl.clReleaseMemObject(handle)
+  def free(self, handle: int) -> None: self._release(handle)
 
   def copyin(self, handle: int, data: memoryview) -> None:
     if not data.nbytes: return
