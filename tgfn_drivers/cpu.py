@@ -298,7 +298,7 @@ def _load(binary: bytes) -> ctypes.CDLL:
                      f"mount that allows executing code.")
 
 
-# the ctypes type of each scalar parameter, as the C renderer declares it (param_ctype: float16 as a double)
+# the ctypes type of each scalar parameter, as the C renderer declares it (dialects.C.param_types: float16 as a double)
 _SCALAR_CTYPES = {dtypes.bool: ctypes.c_bool, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
                   dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
                   dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,

@@ -10,33 +10,11 @@ from tgfn.codegen.heuristic import hand_coded_opts
 from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
-from tgfn.dtype import dtypes
+from tgfn.codegen.semantics import lower_semantics, promote_halves
 from tgfn.helpers import flag, track
 from tgfn.renderer import Renderer
-from tgfn.uop.ops import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from tgfn.uop.ops import AxisType, Ops, UOp, graph_rewrite
 from tgfn.uop.symbolic import symbolic
-
-_HALF = (dtypes.float16, dtypes.bfloat16)
-
-
-def _compute_in_float32(x: UOp) -> UOp | None:
-  """Half-precision math runs in float32 and rounds back after every op, so results match NumPy's
-  per-op float16 rounding and no backend needs native half arithmetic."""
-  if x.op in (Ops.CAST, Ops.BITCAST, Ops.WHERE) or not any(s.dtype in _HALF for s in x.src): return None
-  wide = UOp(x.op, dtypes.float32 if x.dtype in _HALF else x.dtype, tuple(s.cast(dtypes.float32) for s in x.src))
-  return wide.cast(x.dtype)
-
-
-def _reduce_in_float32(red: UOp) -> UOp | None:
-  if red.dtype not in _HALF: return None
-  values = tuple(v.cast(dtypes.float32) for v in red.reduce_values)
-  return UOp(Ops.REDUCE, dtypes.float32, values + red.reduce_ranges, red.arg).cast(red.dtype)
-
-
-promote_halves = PatternMatcher([
-  (UPat(GroupOp.ALU, name="x"), _compute_in_float32),
-  (UPat(Ops.REDUCE, name="red"), _reduce_in_float32),
-])
 
 
 def codegen(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> list[UOp]:
@@ -47,7 +25,8 @@ def codegen(ast: UOp, renderer: Renderer, opts: Optional[list[Opt]] = None) -> l
 
 
 def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
-  """Apply `opts` to a kernel that went through `scalar_passes`, expand them, and linearize."""
+  """Apply `opts` to a kernel that went through `scalar_passes`, expand them, give every op its exact
+  meaning in plain operators (`lower_semantics`), and linearize."""
   # simplified before expanding, so a split index is recognized as contiguous in its lanes
   if opts:
     applied = apply_opts(ast, opts)
@@ -56,8 +35,11 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
     expanded = expand(ast)
     track("expand vector and unrolled axes", ast, expanded)
     ast = graph_rewrite(expanded, symbolic, name="simplify after expand")
-  linear = linearize(ast)
-  track("linearize", ast, linear)
+  # semantics last, so the ops the optimizer made are covered too (tgfn/codegen/semantics.py)
+  lowered = lower_semantics(ast)
+  track("lower semantics", ast, lowered)
+  linear = linearize(lowered)
+  track("linearize", lowered, linear)
   return linear
 
 

@@ -1,154 +1,99 @@
-"""Render a linearized kernel as C. Every value gets a typed `const` local, so integer results wrap at
-their dtype's width exactly where the reference semantics (tgfn/uop/alu.py) say they do.
-Constants, buffers and loop counters are spelled inline."""
+"""One printer for the C family: C for the CPU, OpenCL C and CUDA C, which differ only in the tables of
+tgfn/renderer/dialects.py. Every value gets a typed `const` local, so integer results wrap at their dtype's
+width exactly where the reference semantics (tgfn/uop/alu.py) say they do. Constants, buffers and loop
+counters are spelled inline.
+
+The printer holds no semantics of its own: `lower_semantics` (tgfn/codegen/semantics.py) has already
+made every op defined on the values that reach it (no division by zero, no shift past the width, no
+out-of-range float -> int cast, NaN-propagating max as a select), so an op is its plain operator.
+
+Loops: on the CPU every axis is a loop, and a THREAD axis runs in chunks on the worker pool. On a device
+with kernel ids (OpenCL, CUDA) the innermost output axes (up to three) are the ids of the launch grid,
+whose sizes the source states on its first line (`launch_sizes` reads them back)."""
 from __future__ import annotations
 
-import math
 import re
 from typing import Callable, Optional, Sequence
 
+from tgfn.codegen.policy import strict_float
+from tgfn.codegen.semantics import lower_alu
 from tgfn.dtype import DType, dtype_from_name, dtypes
 from tgfn.renderer import Renderer
 from tgfn.renderer.cvector import VectorALU
-from tgfn.codegen.policy import strict_float
+from tgfn.renderer.dialects import C, CUDA, OPENCL, Dialect
 from tgfn.uop.ops import AxisType, Ops, UOp
-
-# guarded, so the sources of several kernels concatenate into one translation unit (batched compiles);
-# the vector typedefs each kernel repeats are identical, which C11 allows
-PRELUDE = """#ifndef TG_PRELUDE
-#define TG_PRELUDE
-#include <math.h>
-#include <string.h>
-static inline float tg_bf2f(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline unsigned short tg_f2bf(float f) {
-  unsigned int u; memcpy(&u, &f, 4);
-  if (f != f) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-#endif
-"""
 
 # the CPU driver's worker pool (tgfn_drivers/_cpu_threads.py), loaded before any kernel
 THREAD_PRELUDE = """extern void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain);
 """
 
-_FLOAT_FN = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos",
-             Ops.TRUNC: "trunc"}
+Ref = Callable[[UOp], str]
+_VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
+_NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
+_OPERATOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<",
+             Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+_BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|"}  # as alu.py defines them on bool
+_LAUNCH = re.compile(r"// tgfn launch: global=(\d+),(\d+),(\d+)\n.*?\bvoid (\w+)\(", re.DOTALL)
 
 
-def c_const(value: object, dtype: DType) -> str:
-  if dtype.is_bool: return "1" if value else "0"
-  if dtype.is_float:
-    f = float(value)  # type: ignore[arg-type]
-    single = dtype is not dtypes.float64
-    if math.isnan(f): text = "__builtin_nanf(\"\")" if single else "__builtin_nan(\"\")"
-    elif math.isinf(f): text = ("-" if f < 0 else "") + ("__builtin_inff()" if single else "__builtin_inf()")
-    else: text = f.hex() + ("f" if single else "")
-    if dtype is dtypes.bfloat16:
-      from tgfn.uop.alu import float_to_bf16_bits
-      return f"((unsigned short){float_to_bf16_bits(f)})"
-    # float16: convert from the double literal in one step; through a float literal it would round twice
-    if dtype is dtypes.float16: return f"((_Float16){f.hex() if math.isfinite(f) else text})"
-    return f"({text})"
-  v = int(value)  # type: ignore[call-overload]
-  if dtype.is_unsigned: return f"{v}ull" if dtype.itemsize == 8 else f"{v}u"
-  if v == dtype.min: return f"({v + 1}{'LL' if dtype.itemsize == 8 else ''}-1)"
-  return f"{v}LL" if dtype.itemsize == 8 else str(v)
+def launch_sizes(src: str) -> dict[str, tuple[int, int, int]]:
+  """Kernel name -> the grid it is launched on, innermost axis first, for each kernel of `src` (several
+  kernels' sources concatenate into one program): each kernel's first line says."""
+  table = {m.group(4): (int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _LAUNCH.finditer(src)}
+  if not table: raise ValueError("kernel source without a '// tgfn launch:' line")
+  return table
 
 
-def param_ctype(dtype: DType) -> str:
-  """How a scalar parameter of `dtype` is passed to a kernel: its own C type, except float16, which C
-  callers (ctypes) cannot pass: it comes as a double and is rounded once inside, as a constant would be."""
-  return "double" if dtype is dtypes.float16 else dtype.cname
-
-
-def c_float_to_int(x: str, dtype: DType) -> str:
-  """Truncate toward zero, saturate out-of-range values, NaN -> 0 (tgfn's defined cast)."""
-  hi, lo = float(dtype.max) + 1.0, float(dtype.min)
-  return (f"({{ double _v = (double)({x}); _v != _v ? 0 : _v >= {hi!r} ? {c_const(dtype.max, dtype)} : "
-          f"_v < {lo!r} ? {c_const(dtype.min, dtype)} : ({dtype.cname})_v; }})")
-
-
-def c_cast(x: str, src: DType, dst: DType) -> str:
-  # bfloat16 is held as its bits: widen first (bits 0x8000, -0.0, must still cast to False)
-  if src is dtypes.bfloat16: x, src = f"tg_bf2f({x})", dtypes.float32
-  if dst.is_bool: return f"({x} != 0)"
-  if dst is dtypes.bfloat16: return f"tg_f2bf((float)({x}))"
-  if src.is_float and dst.is_int: return c_float_to_int(x, dst)
-  if src is dtypes.float64 and dst is dtypes.float32:
-    # gcc 12's SLP vectorizer turns (double)(float)x of a short unrolled loop into a plain copy of x (no
-    # rounding at all); an empty asm that may change the float in memory keeps the narrowing
-    return f"({{ float _n = (float)({x}); __asm__(\"\" : \"+m\"(_n)); _n; }})"
-  return f"(({dst.cname})({x}))"
-
-
-def c_binary(op: Ops, a: str, b: str, dtype: DType, b_uop: UOp) -> str:
-  if op is Ops.ADD: return f"({a} + {b})" if not dtype.is_bool else f"({a} | {b})"
-  if op is Ops.SUB: return f"({a} - {b})"
-  if op is Ops.MUL: return f"({a} * {b})" if not dtype.is_bool else f"({a} & {b})"
-  if op is Ops.FDIV: return f"({a} / {b})"
-  if op is Ops.MAX:
-    if dtype.is_float: return f"(({a} != {a} || {a} > {b}) ? {a} : {b})"
-    return f"({a} | {b})" if dtype.is_bool else f"({a} > {b} ? {a} : {b})"
-  if op is Ops.CMPLT: return f"({a} < {b})"
-  if op is Ops.CMPNE: return f"({a} != {b})"
-  if op is Ops.AND: return f"({a} & {b})"
-  if op is Ops.OR: return f"({a} | {b})"
-  if op is Ops.XOR: return f"({a} ^ {b})"
-  safe_divisor = b_uop.op is Ops.CONST and b_uop.arg not in (0, -1)
-  if op is Ops.IDIV:
-    if safe_divisor: return f"({a} / {b})"
-    if dtype.is_unsigned: return f"({b} == 0 ? 0 : {a} / {b})"
-    return f"({b} == 0 ? 0 : ({b} == -1 ? -{a} : {a} / {b}))"
-  if op is Ops.MOD:
-    if safe_divisor: return f"({a} % {b})"
-    if dtype.is_unsigned: return f"({b} == 0 ? 0 : {a} % {b})"
-    return f"({b} == 0 || {b} == -1 ? 0 : {a} % {b})"
-  if op in (Ops.SHL, Ops.SHR):
-    sym = "<<" if op is Ops.SHL else ">>"
-    if b_uop.op is Ops.CONST and 0 <= b_uop.arg < dtype.bits: return f"({a} {sym} {b})"
-    too_far = "0" if op is Ops.SHL or dtype.is_unsigned else f"({a} < 0 ? -1 : 0)"
-    return f"((unsigned long long)({b}) >= {dtype.bits} ? {too_far} : {a} {sym} {b})"
-  raise NotImplementedError(f"C rendering of {op}")
-
-
-def c_unary(op: Ops, x: str, dtype: DType) -> str:
-  if op is Ops.NEG: return f"(-{x})" if not dtype.is_bool else f"(!{x})"
-  if op is Ops.RECIP: return f"({c_const(1.0, dtype)} / {x})"
-  suffix = "f" if dtype is not dtypes.float64 else ""
-  return f"{_FLOAT_FN[op]}{suffix}({x})"
-
-
-def _lanewise(u: UOp, scalar: Callable[[Callable[[UOp], str]], str], ref: Callable[[UOp], str]) -> str:
+def _lanewise(u: UOp, scalar: Callable[[Ref], str], ref: Ref) -> str:
   """A vector op the C vector extensions cannot express exactly, computed lane by lane (gcc turns the
   short loop back into vector instructions where the target has them)."""
   lane_ref = lambda s: f"{ref(s)}[_l]" if s.dtype is not None and s.dtype.count > 1 else ref(s)  # noqa: E731
   return (f"({{ {u.dtype.cname} _r; for (int _l = 0; _l < {u.dtype.count}; _l++) _r[_l] = {scalar(lane_ref)}; _r; }})")
 
 
-_VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
-_NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
-
-
 class CStyleRenderer(Renderer):
-  """C with loops and GCC vector extensions; a THREAD axis is split over the CPU driver's worker pool."""
-  kernel_prefix = "void"
-  buffer_qualifier = " restrict"
+  """The printer; `dialect` says which member of the C family it writes (C with GCC vector extensions by
+  default: the CPU driver's)."""
+  dialect: Dialect = C
   supports_opts = True
   # vector dtype name -> a fused multiply-add of whole vectors, "{0}*{1}+{2}" (else a lane loop of fma)
   vector_fma: dict[str, str] = {}
 
+  def type(self, dtype: DType) -> str: return dtype.cname if dtype.count > 1 else self.dialect.type(dtype)
+  def const(self, value: object, dtype: DType) -> str: return self.dialect.const(value, dtype)
+
+  def global_ids(self, program: list[UOp]) -> dict[UOp, int]:
+    """The output axes that become kernel ids, with their dimension: the innermost ones, as many as the
+    dialect has ids whose range covers them (the others stay loops around the body)."""
+    if not self.dialect.global_ids: return {}
+    closing = set()
+    for u in reversed(program):  # the output loops close last
+      if u.op is not Ops.ENDRANGE: break
+      closing.add(u.src[0])
+    outer = []
+    for u in program:  # and open first (after their bounds)
+      if u.op is Ops.CONST: continue
+      if u.op is not Ops.RANGE or u.kind is not AxisType.GLOBAL or u not in closing: break
+      outer.append(u)
+    ids: dict[UOp, int] = {}
+    for dim, rng in enumerate(reversed(outer[-len(self.dialect.global_ids):])):
+      if rng.size > self.dialect.global_ids[dim][1]: break
+      ids[rng] = dim
+    return ids
+
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
+    d = self.dialect
     names: dict[UOp, str] = {}
     lines: list[str] = []
     indent = 1
     counter = 0
     vectors: dict[str, DType] = {}
     thread_range: Optional[UOp] = None
+    ids = self.global_ids(program)
+    index_type = self.type(dtypes.index)
 
     def ref(u: UOp) -> str:
-      if u.op is Ops.CONST: return c_const(u.arg, u.dtype)
+      if u.op is Ops.CONST: return self.const(u.arg, u.dtype)
       return names[u]
 
     def fresh(prefix: str) -> str:
@@ -159,30 +104,37 @@ class CStyleRenderer(Renderer):
     def declare(u: UOp, expr: str, prefix: str = "v") -> None:
       names[u] = fresh(prefix)
       if u.dtype.count > 1: vectors[u.dtype.name] = u.dtype
-      lines.append("  " * indent + f"const {u.dtype.cname} {names[u]} = {expr};")
+      lines.append("  " * indent + f"const {self.type(u.dtype)} {names[u]} = {expr};")
 
     for u in program:
       op = u.op
       if op is Ops.CONST: continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"
       elif op is Ops.DEFINE_VAR:
-        if u.dtype is dtypes.float16: declare(u, f"(_Float16)var{u.arg}")
+        # a parameter passed in another type (C's float16 as a double) becomes a value of its own type once
+        if d.param_type(u.dtype) != d.type(u.dtype): declare(u, f"(({d.type(u.dtype)})var{u.arg})")
         else: names[u] = f"var{u.arg}"
       elif op is Ops.RANGE:
         names[u] = fresh("ridx")
+        if u in ids:
+          expr, _, overshoots = d.global_ids[ids[u]]
+          lines.append("  " * indent + f"const {index_type} {names[u]} = {expr};")
+          if overshoots: lines.append("  " * indent + f"if ({names[u]} >= {u.size}) return;")
+          continue
         if u.kind is AxisType.THREAD:
           thread_range = u
-          lines.append("  " * indent + f"for (long long {names[u]} = lo; {names[u]} < hi; {names[u]}++) {{")
+          lines.append("  " * indent + f"for ({index_type} {names[u]} = lo; {names[u]} < hi; {names[u]}++) {{")
         else:
-          lines.append("  " * indent + f"for (long long {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
+          lines.append("  " * indent + f"for ({index_type} {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
         indent += 1
       elif op is Ops.ENDRANGE:
+        if u.src[0] in ids: continue
         indent -= 1
         lines.append("  " * indent + "}")
       elif op is Ops.DEFINE_ACC:
         names[u] = fresh("acc")
         if u.dtype.count > 1: vectors[u.dtype.name] = u.dtype
-        lines.append("  " * indent + f"{u.dtype.cname} {names[u]} = {ref(u.src[0])};")
+        lines.append("  " * indent + f"{self.type(u.dtype)} {names[u]} = {ref(u.src[0])};")
       elif op is Ops.ASSIGN: lines.append("  " * indent + f"{names[u.src[0]]} = {self.render_accumulate(u, ref)};")
       elif op is Ops.LOAD: declare(u, self.render_load(u, ref), "val")
       elif op is Ops.STORE:
@@ -193,8 +145,9 @@ class CStyleRenderer(Renderer):
     # buffers (the ones stored to are writable), then scalar parameters (numbered 0, 1, ... in the AST,
     # passed in that order)
     written = {u.src[0].arg for u in program if u.op is Ops.STORE}
-    params = [f"{'' if i in written else 'const '}{dt.cname}*{self.buffer_qualifier} data{i}" for i, dt in enumerate(buffer_dtypes)]
-    params += [f"{param_ctype(dt)} var{i}" for i, dt in enumerate(param_dtypes)]
+    params = [f"{d.buffer_space}{'' if i in written else 'const '}{d.buffer_type(dt)}*{d.restrict} data{i}"
+              for i, dt in enumerate(buffer_dtypes)]
+    params += [f"{d.param_type(dt)} var{i}" for i, dt in enumerate(param_dtypes)]
     arg_names = [f"data{i}" for i in range(len(buffer_dtypes))] + [f"var{i}" for i in range(len(param_dtypes))]
     body = "\n".join(lines)
     # every vector type the body names, the masks of native vector ops (tgfn/renderer/cvector.py) included
@@ -203,37 +156,49 @@ class CStyleRenderer(Renderer):
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
                        f"typedef {dt.cname} {dt.cname}_u __attribute__((aligned({dt.itemsize})));\n"
                        for dt in vectors.values())
+    head = f"{d.prelude}{d.used_helpers(body)}{typedefs}"
+    if d.global_ids:
+      sizes = [1, 1, 1]
+      for rng, dim in ids.items(): sizes[dim] = rng.size
+      head = f"// tgfn launch: global={','.join(map(str, sizes))}\n{head}"
     if thread_range is None:
-      return f"{PRELUDE}{typedefs}{self.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
+      return f"{head}{d.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
     # the loop over the THREAD axis runs in chunks [lo, hi) on the worker pool: the kernel's arguments
     # travel in a struct, and the entry point hands the body to tg_parallel_for
-    fields = "".join(f"  {p};\n" for p in params).replace(self.buffer_qualifier, "")
+    fields = "".join(f"  {p};\n" for p in params).replace(d.restrict, "")
     unpack = "".join(f"  {p} = ctx->{a};\n" for p, a in zip(params, arg_names))
     n = thread_range.size
-    return (f"{PRELUDE}{THREAD_PRELUDE}{typedefs}struct {name}_ctx {{\n{fields}}};\n"
+    return (f"{head}{THREAD_PRELUDE}struct {name}_ctx {{\n{fields}}};\n"
             f"static void {name}_body(void *ctx_, long long lo, long long hi) {{\n"
             f"  const struct {name}_ctx *ctx = ctx_;\n{unpack}{body}\n}}\n"
-            f"{self.kernel_prefix} {name}({', '.join(params)}) {{\n"
+            f"{d.kernel_prefix} {name}({', '.join(params)}) {{\n"
             f"  struct {name}_ctx ctx = {{{', '.join(arg_names)}}};\n"
             f"  tg_parallel_for({name}_body, &ctx, {n}, {max(1, n // 16)});\n}}\n")
 
-  def render_load(self, u: UOp, ref: Callable[[UOp], str]) -> str:
+  def render_load(self, u: UOp, ref: Ref) -> str:
     buf, idx = ref(u.src[0]), ref(u.src[1])
     load = f"*(const {u.dtype.cname}_u*)({buf} + {idx})" if u.dtype.count > 1 else f"{buf}[{idx}]"
     if len(u.src) == 2: return load
-    zero = c_const(0, u.dtype.scalar())
+    zero = self.const(0, u.dtype.scalar())
     if u.dtype.count > 1: zero = f"(({u.dtype.cname}){{{', '.join([zero] * u.dtype.count)}}})"
     return f"({ref(u.src[2])} ? {load} : {zero})"
 
-  def render_accumulate(self, u: UOp, ref: Callable[[UOp], str]) -> str:
+  def render_inline(self, u: UOp, leaves: tuple[UOp, ...], ref: Ref) -> str:
+    """`u` as one expression, down to `leaves` (named values) and constants."""
+    def inner(x: UOp) -> str: return ref(x) if x in leaves or x.op is Ops.CONST else self.render_alu(x, inner)
+    return inner(u)
+
+  def render_accumulate(self, u: UOp, ref: Ref) -> str:
     acc, value = u.src
     dtype = acc.dtype.scalar()
+    if u.arg is Ops.MAX and dtype.is_float:  # the update is an op too: given its meaning by the same rule
+      return self.render_inline(lower_alu(UOp(Ops.MAX, acc.dtype, (acc, value))), (acc, value), ref)
     # the float policy lets a reduction fuse its multiply-add (one rounding instead of two)
     fma = u.arg is Ops.ADD and value.op is Ops.MUL and dtype.is_float and not strict_float()
-    fn = "__builtin_fma" + ("f" if dtype is not dtypes.float64 else "")
+    fn = self.dialect.fma[dtype is dtypes.float64]
     if acc.dtype.count == 1:
       if fma: return f"{fn}({ref(value.src[0])}, {ref(value.src[1])}, {ref(acc)})"
-      return c_binary(u.arg, ref(acc), ref(value), dtype, value)
+      return self.binary(u.arg, ref(acc), ref(value), dtype)
     if fma and (builtin := self.vector_fma.get(acc.dtype.name)) is not None:
       return builtin.format(*(ref(s) for s in value.src), ref(acc))
     if fma:
@@ -242,9 +207,9 @@ class CStyleRenderer(Renderer):
               f"_r[_l] = {fn}({a}, {b}, {ref(acc)}[_l]); _r; }})")
     if u.arg in (Ops.ADD, Ops.MUL) and not dtype.is_bool: return f"({ref(acc)} {_NATIVE_VECTOR[u.arg]} {ref(value)})"
     if (native := VectorALU(ref).alu(u.arg, acc.dtype, (acc, value))) is not None: return native
-    return _lanewise(acc, lambda r: c_binary(u.arg, r(acc), r(value), dtype, value), ref)
+    return _lanewise(acc, lambda r: self.binary(u.arg, r(acc), r(value), dtype), ref)
 
-  def render_alu(self, u: UOp, ref: Callable[[UOp], str]) -> str:
+  def render_alu(self, u: UOp, ref: Ref) -> str:
     op, srcs = u.op, u.src
     if op is Ops.VECTORIZE: return f"(({u.dtype.cname}){{{', '.join(ref(s) for s in srcs)}}})"
     if op is Ops.GEP: return f"{ref(srcs[0])}[{u.arg}]"
@@ -258,11 +223,61 @@ class CStyleRenderer(Renderer):
       return _lanewise(u, lambda r: self.render_scalar_alu(u, r, scalar), ref)
     return self.render_scalar_alu(u, ref, u.dtype)
 
-  def render_scalar_alu(self, u: UOp, ref: Callable[[UOp], str], dtype: DType) -> str:
+  def render_scalar_alu(self, u: UOp, ref: Ref, dtype: DType) -> str:
     op, srcs = u.op, u.src
-    if op is Ops.CAST: return c_cast(ref(srcs[0]), srcs[0].dtype.scalar(), dtype)
-    if op is Ops.BITCAST:
-      return f"({{ {dtype.cname} _b; {srcs[0].dtype.scalar().cname} _a = {ref(srcs[0])}; memcpy(&_b, &_a, sizeof _b); _b; }})"
+    if op is Ops.CAST: return self.cast(ref(srcs[0]), srcs[0].dtype.scalar(), dtype)
+    if op is Ops.BITCAST: return self.dialect.bitcast(ref(srcs[0]), srcs[0].dtype.scalar(), dtype)
     if op is Ops.WHERE: return f"({ref(srcs[0])} ? {ref(srcs[1])} : {ref(srcs[2])})"
-    if len(srcs) == 1: return c_unary(op, ref(srcs[0]), dtype)
-    return c_binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype.scalar(), srcs[1])
+    if len(srcs) == 1: return self.unary(op, ref(srcs[0]), dtype)
+    return self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype.scalar())
+
+  def _wrapping(self, dtype: DType) -> Optional[str]:
+    """The unsigned type that signed arithmetic of `dtype` goes through where the dialect does not wrap
+    (int and wider: narrower types are promoted to int, which cannot overflow on them), else None."""
+    if self.dialect.wrapping_ints or not dtype.is_int or dtype.is_unsigned or dtype.itemsize < 4: return None
+    return self.dialect.type(dtype_from_name("u" + dtype.name))
+
+  def binary(self, op: Ops, a: str, b: str, dtype: DType) -> str:
+    if dtype.is_bool and op in _BOOL_OPERATOR: return f"({a} {_BOOL_OPERATOR[op]} {b})"
+    if op is Ops.MAX:
+      if dtype.is_float: raise NotImplementedError("a float MAX reached the printer: lower_semantics gives it its NaN rule")
+      return f"({a} > {b} ? {a} : {b})"
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL) and (unsigned := self._wrapping(dtype)) is not None:
+      b = b if op is Ops.SHL else f"({unsigned}){b}"
+      return self.dialect.from_unsigned.format(t=self.dialect.type(dtype), x=f"(({unsigned}){a} {_OPERATOR[op]} {b})")
+    if op in _OPERATOR: return f"({a} {_OPERATOR[op]} {b})"
+    raise NotImplementedError(f"{self.dialect.name} rendering of {op}")
+
+  def unary(self, op: Ops, x: str, dtype: DType) -> str:
+    if op is Ops.NEG:
+      if dtype.is_bool: return f"(!{x})"
+      if (unsigned := self._wrapping(dtype)) is not None:
+        return self.dialect.from_unsigned.format(t=self.dialect.type(dtype), x=f"(-({unsigned}){x})")
+      return f"(-{x})"
+    if op is Ops.RECIP: return f"({self.const(1.0, dtype)} / {x})"
+    return f"{self.dialect.math(op, dtype)}({x})"
+
+  def cast(self, x: str, src: DType, dst: DType) -> str:
+    d = self.dialect
+    # bfloat16 (and float16 where there is no half type) are held as bits: widen first (bits 0x8000, -0.0,
+    # must still cast to False)
+    if src is dtypes.bfloat16: x, src = f"tg_bf2f({x})", dtypes.float32
+    elif src is dtypes.float16 and not d.native_half: x, src = f"tg_h2f({x})", dtypes.float32
+    if dst.is_bool: return f"({x} != 0)"
+    if dst is dtypes.bfloat16: return f"tg_f2bf((float)({x}))"
+    if dst is dtypes.float16 and not d.native_half:
+      return f"tg_d2h({x})" if src is dtypes.float64 else f"tg_f2h((float)({x}))"
+    if src is dtypes.float64 and dst is dtypes.float32: return d.narrow_double.format(x=x)
+    return f"(({d.type(dst)})({x}))"
+
+
+class OpenCLRenderer(CStyleRenderer):
+  """OpenCL C: scalar kernels whose innermost output axes are get_global_id(0..2)."""
+  dialect = OPENCL
+  supports_opts = False
+
+
+class CUDARenderer(CStyleRenderer):
+  """CUDA C: scalar kernels over a grid of thread blocks (the innermost output axis across the threads)."""
+  dialect = CUDA
+  supports_opts = False

@@ -5,7 +5,8 @@ and the C renderer then computes the op lane by lane.
 Conventions of GCC's vector extensions used here: `a < b` on two vectors gives a vector of same-size
 signed ints, -1 where true and 0 where false (a *mask*); a cast between vector types of the same size
 reinterprets the bits; `__builtin_convertvector` converts lane by lane like a scalar C cast. A bool vector
-is held as 0/1 bytes (its memory form); a select or a saturating cast works on masks."""
+is held as 0/1 bytes (its memory form); a select works on masks. Division by zero, shifts past the width,
+out-of-range float -> int casts and NaN in max never reach here: tgfn/codegen/semantics.py rewrote them."""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -14,7 +15,6 @@ from tgfn.dtype import DType, dtypes
 from tgfn.uop.ops import Ops, UOp
 
 _MASK = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
-_UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _BITWISE = {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 _ARITH = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
@@ -35,15 +35,10 @@ def _splatted_const(u: UOp) -> Optional[int]:
   return lanes[0].arg
 
 
-def _shift(op: Ops, a: str, b: str, amount: UOp, dtype: DType) -> str:
-  """alu._shift: an amount outside [0, bits) gives 0, or -1 for an arithmetic right shift of a negative."""
-  bits, sym = dtype.scalar().bits, "<<" if op is Ops.SHL else ">>"
+def _shift(op: Ops, a: str, b: str, amount: UOp) -> str:
+  """The amount is in [0, bits) by now (tgfn/codegen/semantics.py); a splatted constant is written as a number."""
   k = _splatted_const(amount)
-  if k is not None and 0 <= k < bits: return f"({a} {sym} {k})"
-  too_far = f"({a} >> {bits - 1})" if op is Ops.SHR and not dtype.scalar().is_unsigned else _splat("0", dtype)
-  unsigned = _UNSIGNED[dtype.itemsize].vec(dtype.count).cname  # a negative amount is then >= bits
-  inside = f"(({mask_dtype(dtype).cname})((({unsigned}){b}) < {bits}))"
-  return _blend(inside, f"({a} {sym} ({b} & {bits - 1}))", too_far, dtype)
+  return f"({a} {'<<' if op is Ops.SHL else '>>'} {b if k is None else k})"
 
 
 def _splat(value: str, dtype: DType) -> str: return f"(({dtype.cname}){{{', '.join([value] * dtype.count)}}})"
@@ -72,6 +67,8 @@ class VectorALU:
     (gcc computes it once), any other bool vector is widened from its 0/1 bytes."""
     if cond.op in (Ops.CMPLT, Ops.CMPNE) and self._fits(cond.src) and cond.src[0].dtype.itemsize == mask.itemsize:
       return _compare(cond.op, self.ref(cond.src[0]), self.ref(cond.src[1]), mask)
+    if cond.op in (Ops.AND, Ops.OR) and self._fits(cond.src):  # e.g. a NaN-propagating max: combined masks
+      return f"({self.mask_of(cond.src[0], mask)} {_BITWISE[cond.op]} {self.mask_of(cond.src[1], mask)})"
     return f"(-__builtin_convertvector({self.ref(cond)}, {mask.cname}))"
 
   def _fits(self, srcs: tuple[UOp, ...]) -> bool:
@@ -95,11 +92,9 @@ class VectorALU:
       return None
     if op in _ARITH: return f"({r[0]} {_ARITH[op]} {r[1]})"
     if op is Ops.NEG: return f"(-{r[0]})"
-    if op is Ops.MAX:
-      m = mask_dtype(dtype)
-      greater = f"({r[0]} > {r[1]})" if not scalar.is_float else f"(({r[0]} != {r[0]}) | ({r[0]} > {r[1]}))"
-      return _blend(f"(({m.cname}){greater})", r[0], r[1], dtype)
-    if op in (Ops.SHL, Ops.SHR) and scalar.is_int: return _shift(op, r[0], r[1], srcs[1], dtype)
+    if op is Ops.MAX and scalar.is_int:  # a float MAX is a select by now (tgfn/codegen/semantics.py)
+      return _blend(f"(({mask_dtype(dtype).cname})({r[0]} > {r[1]}))", r[0], r[1], dtype)
+    if op in (Ops.SHL, Ops.SHR) and scalar.is_int: return _shift(op, r[0], r[1], srcs[1])
     if op in (Ops.IDIV, Ops.MOD) and scalar.is_int and (d := _splatted_const(srcs[1])) is not None and d not in (0, -1):
       return f"({r[0]} {'/' if op is Ops.IDIV else '%'} {r[1]})"  # C truncates toward zero, as alu.py's IDIV and MOD
     if op is Ops.BITCAST and dtype.itemsize == srcs[0].dtype.itemsize and not src.is_bool: return f"(({dtype.cname}){r[0]})"
@@ -110,25 +105,10 @@ class VectorALU:
   def cast(self, x_uop: UOp, x: str, dtype: DType) -> str:
     src = x_uop.dtype
     if dtype.is_bool: return _to_bool(f"(({mask_dtype(src).cname})({x} != {_splat('0', src)}))", dtype)
-    if src.is_float and dtype.is_int: return _float_to_int(x, src, dtype)
     return f"__builtin_convertvector({x}, {dtype.cname})"
 
 
 def _float_lit(value: float, dtype: DType) -> str: return value.hex() + ("f" if dtype.scalar() is dtypes.float32 else "")
-
-
-def _float_to_int(x: str, src: DType, dst: DType) -> str:
-  """Truncate toward zero, saturate, NaN -> 0 (alu.cast): out-of-range and NaN lanes are zeroed before the
-  conversion (whose result C leaves undefined there), then the saturated ends are put back with masks."""
-  scalar = dst.scalar()
-  mf, md = mask_dtype(src).cname, mask_dtype(dst).cname
-  hi, lo = _float_lit(float(scalar.max + 1), src), _float_lit(float(scalar.min), src)  # powers of two (or 0): exact
-  top, bottom = _splat(str(scalar.max) + ("ull" if scalar.is_unsigned else "LL"), dst), \
-      _splat(f"({scalar.min + 1}LL-1)" if scalar.min else "0", dst)
-  return (f"({{ {mf} _hi = ({mf})({x} >= {hi}), _lo = ({mf})({x} < {lo}), _out = _hi | _lo | ({mf})({x} != {x}); "
-          f"{dst.cname} _r = __builtin_convertvector(({src.cname})(~_out & ({mf}){x}), {dst.cname}); "
-          f"{md} _top = __builtin_convertvector(_hi, {md}), _bottom = __builtin_convertvector(_lo, {md}); "
-          f"({dst.cname})((_top & ({md}){top}) | (_bottom & ({md}){bottom}) | (~(_top | _bottom) & ({md})_r)); }})")
 
 
 def _trunc(x: str, dtype: DType) -> str:

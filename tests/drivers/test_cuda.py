@@ -1,0 +1,65 @@
+"""DEV=CUDA: every kernel of the op-suite sample (tests/drivers/backend_cases.py) is rendered as CUDA C and
+compiled to PTX by NVRTC, so the renderer is checked on machines without a GPU (skipped where NVRTC is not
+installed: `pip install nvidia-cuda-nvrtc-cu12`). Where a GPU is present the sample also runs on it and is
+compared with the PYTHON reference; those tests skip cleanly otherwise."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tgfn
+from tgfn.engine import realize as realize_mod
+from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, reference, run_case
+
+
+def _nvrtc_or_skip():
+  from tgfn_drivers import cuda
+  try:
+    cuda.nvrtc()
+  except cuda.CUDAUnavailable as e:
+    pytest.skip(str(e))
+  return cuda
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_kernel_compiles_to_ptx(name: str, monkeypatch) -> None:
+  cuda = _nvrtc_or_skip()
+  assert b"--fmad=false" in cuda.DEVICE.compiler.options()
+  # the kernels the case makes (on the reference interpreter, which every machine has), as one NVRTC program:
+  # each renamed apart (names come from shapes), the guarded helpers shared
+  sources = {}
+  for kernel in reference(name, monkeypatch)[1]:
+    source = realize_mod.prepare_kernel(kernel, "CUDA").source
+    sources.setdefault(source, re.sub(rf"\b{kernel.name}\(", f"{kernel.name}_{len(sources)}(", source))
+  ptx = cuda.DEVICE.compiler.compile("".join(sources.values()))
+  entries = re.findall(r"\.visible \.entry (\w+)\(", ptx.decode())
+  assert sorted(entries) == sorted(re.search(r"void (\w+)\(", s).group(1) for s in sources.values())
+
+
+def test_no_gpu_gives_an_error_that_says_so(monkeypatch) -> None:
+  cuda = _nvrtc_or_skip()
+  monkeypatch.setattr(cuda.ctypes.util, "find_library", lambda name: "/nonexistent/libcuda.so")
+  with pytest.raises(cuda.CUDAUnavailable, match="NVIDIA GPU"):
+    cuda._Driver()
+
+
+def _gpu_or_skip():
+  cuda = _nvrtc_or_skip()
+  try:
+    cuda.driver()
+  except cuda.CUDAUnavailable as e:
+    pytest.skip(str(e))
+  return cuda
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cuda_matches_the_reference(name: str, monkeypatch) -> None:
+  _gpu_or_skip()
+  want, _ = reference(name, monkeypatch)
+  got = run_case(name, "CUDA", monkeypatch)
+  for i, (g, w) in enumerate(zip(got, want)): assert_agree(g, w, name in APPROXIMATE, f"{name} output {i}")
+
+
+def test_device_is_listed() -> None:
+  assert tgfn.Device.canonicalize("cuda") == "CUDA"
