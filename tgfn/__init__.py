@@ -20,3 +20,11 @@ from tgfn.tensor import Tensor  # noqa: F401,E402
 from tgfn import random  # noqa: F401,E402
 from tgfn import lax  # noqa: F401,E402
 from tgfn.transforms.checkpoint import checkpoint, checkpoint_name, checkpoint_policies, remat  # noqa: F401,E402
+
+
+def __getattr__(name: str) -> object:
+  # tgfn.nn and tgfn.scipy load on first use, as jax.nn and jax.scipy are there after `import jax`
+  if name in ("nn", "scipy"):
+    import importlib
+    return importlib.import_module(f"tgfn.{name}")
+  raise AttributeError(f"module 'tgfn' has no attribute {name!r}")
