@@ -42,3 +42,11 @@ def backends() -> list:
   what to install (tgfn_drivers.Backend records). `DEV=<name>` selects one."""
   from tgfn_drivers import backends as known
   return known()
+
+
+def __getattr__(name: str) -> object:
+  # tgfn.nn and tgfn.scipy load on first use, as jax.nn and jax.scipy are there after `import jax`
+  if name in ("nn", "scipy"):
+    import importlib
+    return importlib.import_module(f"tgfn.{name}")
+  raise AttributeError(f"module 'tgfn' has no attribute {name!r}")

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tgfn.device import Allocator, Buffer, Device
-from tgfn.uop.body import Body, Call, CallSpec, Cond, Scan, While
+from tgfn.uop.body import Body, Call, CallSpec, Cond, CustomJVP, CustomVJP, Scan, While
 from tgfn.uop.ops import UOp
 
 
@@ -95,6 +95,7 @@ def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
 def run_call(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
   """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals)."""
   if isinstance(spec, Call): compiled_body(spec.body, device).run_into(inputs, outputs)
+  elif isinstance(spec, (CustomVJP, CustomJVP)): compiled_body(spec.fun, device).run_into(inputs, outputs)
   elif isinstance(spec, Cond):
     index = min(max(int(_scalar(inputs[0])), 0), len(spec.branches) - 1)
     compiled_body(spec.branches[index], device).run_into(inputs[1:], outputs)

@@ -93,7 +93,7 @@ class CompiledGraph:
     if _debug() >= 3: debug.print_schedule(items, computed)
     groups = call_groups(items)
     for item in items:
-      if item.output.op is Ops.CALL:
+      if item.kernel is None and item.output.op is Ops.CALL:  # (an inlined call is a kernel named as its CALL)
         group = groups.pop((item.output.arg[0], item.inputs), None)
         if group is None: continue  # written by the step of an earlier output of the same call
         spec = item.output.arg[0]

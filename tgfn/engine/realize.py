@@ -280,7 +280,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   groups = call_groups(items)
   for item in items:
     device = item.output.device or Device.DEFAULT
-    if item.output.op is Ops.CALL:  # a sub-graph call computes all of its outputs at its first one
+    if item.kernel is None and item.output.op is Ops.CALL:  # a sub-graph call computes all of its outputs at its first one
       spec = item.output.arg[0]
       if (group := groups.pop((spec, item.inputs), None)) is None: continue
       # every output gets a slot; those of a graph with a device are remembered on their nodes after the

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from tgfn.array import Array
-from tgfn.uop.body import Body, Call, Cond, Scan, While, call_outputs, close, substitute_many
+from tgfn.uop.body import Body, Call, Cond, CustomJVP, CustomVJP, Scan, While, call_outputs, close, substitute_many
 from tgfn.uop.ops import Ops, UOp
 
 Ct = Optional[Array]
@@ -50,6 +50,9 @@ def call_vjp(node: UOp, cts: dict[int, Array]) -> list[Ct]:
   """Cotangents of a call's sources given cotangents of (some of) its outputs."""
   spec = node.arg[0]
   srcs = list(node.src)
+  if isinstance(spec, (CustomVJP, CustomJVP)):
+    from tgfn.transforms.custom_rules import custom_vjp
+    return custom_vjp(node, cts)
   if isinstance(spec, Scan): return _scan_vjp(spec, srcs, cts)
   if isinstance(spec, Cond): return _cond_vjp(spec, srcs, cts)
   if isinstance(spec, Call): return _call_vjp(spec, srcs, cts)
@@ -180,6 +183,9 @@ def _scan_vjp(spec: Scan, srcs: list[UOp], cts: dict[int, Array]) -> list[Ct]:
 def call_jvp(node: UOp, tangents: Sequence[Ct]) -> list[Ct]:
   """Tangents of every output of a call given its sources' tangents (None: zero)."""
   spec, srcs = node.arg[0], list(node.src)
+  if isinstance(spec, (CustomVJP, CustomJVP)):
+    from tgfn.transforms.custom_rules import custom_jvp
+    return custom_jvp(node, tangents)
   if isinstance(spec, Call):
     from tgfn.transforms.jvp import forward
     outs = spec.body.instantiate(srcs)
@@ -271,6 +277,9 @@ def _batch_body(body: Body, flags: Sequence[bool], size: int, force: Optional[Se
 def call_batch(node: UOp, srcs: Sequence[tuple[Array, bool]], size: int) -> list[tuple[Array, bool]]:
   """Every output of a call, batched: (value, is batched) pairs (batch axis leading)."""
   spec = node.arg[0]
+  if isinstance(spec, (CustomVJP, CustomJVP)):
+    from tgfn.transforms.custom_rules import custom_batch
+    return custom_batch(node, srcs, size)
   if isinstance(spec, Call):  # the saved nodes are batched along as extra outputs, then split off again
     n = len(spec.body.outputs)
     full = Body(spec.body.inputs, spec.body.outputs + tuple(_distinct(spec.saved, spec.body.outputs)))

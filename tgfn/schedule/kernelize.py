@@ -193,7 +193,7 @@ class _Lowerer:
     if op is Ops.PARAM:  # a kernel argument: the AST is the same whatever the value
       if node not in self.params: self.params.append(node)
       return UOp(Ops.DEFINE_VAR, node.dtype, (), self.params.index(node))
-    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return [(node.src[0], idx, gate)], lambda v: v[0]
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH): return [(node.src[0], idx, gate)], lambda v: v[0]
     if op in GroupOp.ALU: return [(s, idx, gate) for s in node.src], lambda v: UOp(op, node.dtype, tuple(v))
     src_shape = node.src[0].shape
     same = lambda v: v[0]  # noqa: E731

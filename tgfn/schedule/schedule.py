@@ -8,6 +8,7 @@ from tgfn.helpers import track
 from tgfn.schedule.grouping import group_kernels
 from tgfn.schedule.packing import pack_contraction_operands
 from tgfn.schedule.kernelize import LoweredKernel, find_realize_points, lower_kernel
+from tgfn.uop.body import inline_calls
 from tgfn.uop.ops import Ops, UOp, toposort
 
 
@@ -24,7 +25,7 @@ class ScheduleItem:
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   """Kernels and copies that compute `outs`, in order; the last items compute `outs` themselves."""
-  rewritten = pack_contraction_operands(outs)
+  rewritten = pack_contraction_operands(inline_calls(outs))
   track("pack contraction operands", outs, rewritten)
   # a rewritten output is still the caller's node: items name it as the caller does
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}

@@ -1,10 +1,15 @@
 """User-defined derivatives: `custom_vjp` and `custom_jvp`, with JAX's decorator API.
 
-Calling a decorated function computes its outputs as usual and wraps each one in a CUSTOM node
-whose sources are the value and the call's inputs, and whose arg points at a `CustomCall` holding
-the user's rule. The transforms treat a CUSTOM node as an opaque function of the inputs: reverse
-mode calls the user's backward rule (or, for custom_jvp, the transpose of the user's JVP), forward
-mode calls the JVP rule, and vmap batches the rule itself.
+Calling a decorated function traces it, and its rules, into closed bodies (tgfn/uop/body.py) and returns
+one CALL of a `CustomVJP` or `CustomJVP` spec: the function's body runs as a call (the scheduler inlines
+it, so it fuses with its neighbours), and the transforms use the rule bodies (tgfn/transforms/custom_rules.py):
+reverse mode runs custom_vjp's forward and backward rules (custom_jvp's: the transpose of its JVP rule),
+forward mode runs the JVP rule, vmap batches every body. Values the function or its rules read from
+outside become extra inputs of the call, which get no cotangent (as in JAX, where closing over a traced
+value in a custom rule is an error).
+
+When every argument is concrete (eager code, or inside grad), the traces see concrete values, so
+Python control flow on them works as when the function runs directly.
 """
 from __future__ import annotations
 
@@ -12,68 +17,44 @@ import functools
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.array import Array, as_array
+from tgfn.transforms.subgraph import captures, concrete_where_possible, holders_for
+from tgfn.transforms.trace import flatten_outputs
 from tgfn.tree import flatten, unflatten
 from tgfn.tree import map as tree_map
-from tgfn.uop.ops import Ops, UOp, substitute
-
-
-class CustomCall:
-  """One call of a custom-derivative function. Hashed by identity (it is a UOp arg)."""
-
-  def __init__(self, inputs: Sequence[UOp], in_tree: Any, out_avals: Sequence[tuple], name: str,
-               backward_rule: Optional[Callable[[list[Array]], list[Optional[Array]]]] = None,
-               jvp_rule: Optional[Callable[[list[Array]], list[Array]]] = None):
-    self.inputs, self.in_tree, self.out_avals, self.name = tuple(inputs), in_tree, list(out_avals), name
-    self._backward_rule, self._jvp_rule = backward_rule, jvp_rule
-
-  @property
-  def has_jvp_rule(self) -> bool: return self._jvp_rule is not None
-
-  def rebind(self, values: list[Optional[Array]], node: UOp) -> list[Optional[Array]]:
-    """The rules build graphs on the inputs this call was made with. A transform that traced the call
-    substitutes its own inputs into the CUSTOM node's sources (e.g. grad of grad): re-express the rule's
-    results on the node's current inputs, so the outer transform sees the dependence."""
-    mapping = {old: new for old, new in zip(self.inputs, node.src[1:]) if old is not new}
-    if not mapping: return values
-    return [None if v is None else Array(substitute(v.uop, mapping)) for v in values]
-
-  def backward(self, cts: dict[int, Array]) -> list[Optional[Array]]:
-    """Cotangents of the inputs, given cotangents of (some of) the outputs; missing ones are zero."""
-    full = [cts.get(i, Array.const(0, dt, shape)) for i, (shape, dt) in enumerate(self.out_avals)]
-    if self._backward_rule is not None: return self._backward_rule(full)
-    return self._transpose_jvp(full)
-
-  def forward_tangent(self, index: int, tangents: Sequence[Optional[Array]], cache: dict) -> Optional[Array]:
-    if self._jvp_rule is None:
-      raise TypeError(f"can't apply forward-mode differentiation (jvp) to the custom_vjp function {self.name}; "
-                      "define it with custom_jvp instead, or differentiate it in reverse mode only")
-    if self not in cache:
-      full = [t if t is not None else Array.const(0, Array(u).dtype, u.shape) for t, u in zip(tangents, self.inputs)]
-      cache[self] = self._jvp_rule(full)
-    return cache[self][index]
-
-  def _transpose_jvp(self, cts: list[Array]) -> list[Optional[Array]]:
-    """Reverse mode for custom_jvp: the JVP is linear in the tangents, so differentiating the
-    tangent outputs with respect to placeholder tangents gives its transpose applied to `cts`."""
-    from tgfn.transforms.grad import backward
-    from tgfn.transforms.trace import placeholder
-    holders = [placeholder(u.shape, u.dtype, u.device) for u in self.inputs]
-    tangent_out = self._jvp_rule([Array(h) for h in holders])
-    return backward([t.uop for t in tangent_out], cts, holders)
-
-
-def _wrap_outputs(out: Any, call_factory: Callable[[list[tuple]], CustomCall]) -> Any:
-  leaves, out_tree = flatten(out)
-  arrays = [as_array(leaf) for leaf in leaves]
-  call = call_factory([(a.shape, a.dtype) for a in arrays])
-  wrapped = [Array(UOp(Ops.CUSTOM, a.dtype, (a.uop, *call.inputs), (call, i))) if a.dtype.is_inexact else a
-             for i, a in enumerate(arrays)]
-  return unflatten(out_tree, wrapped)
+from tgfn.uop.body import CustomJVP, CustomVJP, call_outputs, close
+from tgfn.uop.ops import UOp
 
 
 def _flat_inputs(args: tuple) -> tuple[list[Array], Any]:
   leaves, in_tree = flatten(args)
   return [as_array(leaf) for leaf in leaves], in_tree
+
+
+def _is_float(a: Any) -> bool: return a.dtype is not None and a.dtype.is_inexact
+
+
+def _uops(arrays: Sequence[Array]) -> list[UOp]: return [a.uop for a in arrays]
+
+
+def _fit(value: Any, like: Array, what: str) -> Array:
+  """A rule's result for `like`: cast to its dtype, broadcast to its shape (None: zero)."""
+  if value is None: return Array.const(0, like.dtype, like.shape)
+  v = as_array(value)
+  try:
+    return v.astype(like.dtype)._broadcast_to(like.shape)
+  except ValueError:
+    raise TypeError(f"{what} has shape {v.shape}, but the value it belongs to has shape {like.shape}") from None
+
+
+def _check_structure(what: str, got_tree: Any, got: Sequence[Array], want_tree: Any, want: Sequence[Array]) -> None:
+  if got_tree != want_tree or any(g.shape != w.shape for g, w in zip(got, want)):
+    describe = lambda tree, xs: f"{tree} with shapes {[x.shape for x in xs]}"
+    raise TypeError(f"{what} must match the function's output, {describe(want_tree, want)}; got {describe(got_tree, got)}")
+
+
+def _call(spec_factory: Callable[[list[UOp]], Any], inputs: list[Array], captured: list[UOp], out_tree: Any) -> Any:
+  results = call_outputs(spec_factory(captured), _uops(inputs) + captured)
+  return unflatten(out_tree, [Array(u) for u in results])
 
 
 class custom_vjp:
@@ -94,25 +75,49 @@ class custom_vjp:
     if self.fwd is None or self.bwd is None:
       raise TypeError(f"custom_vjp function {self.fun.__name__} has no rule yet: call {self.fun.__name__}.defvjp(fwd, bwd)")
     if self._in_fwd: return self.fun(*args)
+    name = self.fun.__name__
     inputs, in_tree = _flat_inputs(args)
-    self._in_fwd = True
-    try:
-      out, residuals = self.fwd(*unflatten(in_tree, inputs))
-    finally:
-      self._in_fwd = False
-    _, out_tree = flatten(out)
-    bwd, name = self.bwd, self.fun.__name__
-
-    def backward_rule(cts: list[Array]) -> list[Optional[Array]]:
-      grads = bwd(residuals, unflatten(out_tree, cts))
-      if not isinstance(grads, tuple) or len(grads) != len(args):
-        raise TypeError(f"the custom_vjp backward rule of {name} must return a tuple with one cotangent per "
-                        f"positional argument ({len(args)}), got {type(grads).__name__}")
-      leaves, _ = flatten(grads, is_leaf=lambda x: x is None)
-      return [None if g is None else as_array(g).astype(x.dtype)._broadcast_to(x.shape) for g, x in zip(leaves, inputs)]
-
-    return _wrap_outputs(out, lambda avals: CustomCall([a.uop for a in inputs], in_tree, avals, name,
-                                                       backward_rule=backward_rule))
+    holders = holders_for(inputs)
+    primals = unflatten(in_tree, [Array(h) for h in holders])
+    with concrete_where_possible(holders, inputs):
+      outs, out_tree = flatten_outputs(self.fun(*primals), name)
+      self._in_fwd = True
+      try:
+        fwd_out = self.fwd(*primals)
+      finally:
+        self._in_fwd = False
+      if not isinstance(fwd_out, tuple) or len(fwd_out) != 2:
+        raise TypeError(f"the custom_vjp forward rule of {name} must return a pair (output, residuals), got {type(fwd_out).__name__}")
+      fwd_outs, fwd_tree = flatten_outputs(fwd_out[0], name)
+      _check_structure(f"the custom_vjp forward rule of {name}'s output", fwd_tree, fwd_outs, out_tree, outs)
+      res_leaves, res_tree = flatten(fwd_out[1])
+      # array residuals are outputs of the forward body; anything else (a Python int, a shape) is static
+      res_arrays = [as_array(r) for r in res_leaves if isinstance(r, Array) or hasattr(r, "__array__")]
+      res_holders = holders_for(res_arrays)
+      it = iter(res_holders)
+      residuals = unflatten(res_tree, [Array(next(it)) if isinstance(r, Array) or hasattr(r, "__array__") else r
+                                       for r in res_leaves])
+      float_outs = [o for o in outs if _is_float(o)]
+      ct_holders = holders_for(float_outs)
+      it = iter(ct_holders)
+      cts = unflatten(out_tree, [Array(next(it)) if _is_float(o) else Array.const(0, o.dtype, o.shape) for o in outs])
+      grads = self.bwd(residuals, cts)
+    if not isinstance(grads, tuple) or len(grads) != len(args):
+      raise TypeError(f"the custom_vjp backward rule of {name} must return a tuple with one cotangent per "
+                      f"positional argument ({len(args)}), got {type(grads).__name__}"
+                      + (f" of length {len(grads)}" if isinstance(grads, tuple) else ""))
+    grad_leaves, _ = flatten(grads, is_leaf=lambda x: x is None)
+    if len(grad_leaves) != len(inputs):
+      raise TypeError(f"the custom_vjp backward rule of {name} returned {len(grad_leaves)} cotangent leaves for "
+                      f"{len(inputs)} argument leaves")
+    in_cts = [_fit(g, Array(h), f"the cotangent {name}'s backward rule returned for argument leaf {i}").uop
+              for i, (g, h, x) in enumerate(zip(grad_leaves, holders, inputs)) if _is_float(x)]
+    out_uops, res_uops = _uops(outs), _uops(res_arrays)
+    bwd_inputs = holders + res_holders + ct_holders
+    captured = captures((holders, out_uops), (holders, res_uops), (bwd_inputs, in_cts))
+    spec = lambda cap: CustomVJP(close(holders + cap, out_uops), close(holders + cap, res_uops),
+                                 close(holders + cap + res_holders + ct_holders, in_cts), len(inputs), name)
+    return _call(spec, inputs, captured, out_tree)
 
 
 class custom_jvp:
@@ -130,6 +135,7 @@ class custom_jvp:
       raise ValueError(f"custom_jvp nondiff_argnums must be non-negative ints, got {nondiff_argnums!r}")
     self.nondiff_argnums = tuple(nondiff_argnums)
     self.jvp: Optional[Callable] = None
+    self._in_rule = False  # a rule that calls the function itself: that inner call is plain
 
   def defjvp(self, jvp: Callable[..., tuple[Any, Any]]) -> Callable:
     self.jvp = jvp
@@ -159,18 +165,35 @@ class custom_jvp:
       raise TypeError(f"custom_jvp function {self.fun.__name__} has no rule yet: decorate one with @{self.fun.__name__}.defjvp")
     if any(n >= len(args) for n in self.nondiff_argnums):
       raise ValueError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range for {len(args)} arguments")
+    if self._in_rule: return self.fun(*args)
+    name = self.fun.__name__
     nondiff = [a for i, a in enumerate(args) if i in self.nondiff_argnums]
     inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
-    primals = unflatten(in_tree, inputs)
-    out = self.fun(*self._merge(nondiff, primals))
-    jvp = self.jvp
-
-    def jvp_rule(tangents: list[Array]) -> list[Array]:
-      _, tangent_out = jvp(*nondiff, tuple(primals), tuple(unflatten(in_tree, tangents)))
-      return [as_array(t) for t in flatten(tangent_out)[0]]
-
-    return _wrap_outputs(out, lambda avals: CustomCall([a.uop for a in inputs], in_tree, avals, self.fun.__name__,
-                                                       jvp_rule=jvp_rule))
+    holders = holders_for(inputs)
+    primals = unflatten(in_tree, [Array(h) for h in holders])
+    float_inputs = [x for x in inputs if _is_float(x)]
+    tangent_holders = holders_for(float_inputs)
+    it = iter(tangent_holders)
+    tangents = unflatten(in_tree, [Array(next(it)) if _is_float(x) else Array.const(0, x.dtype, x.shape) for x in inputs])
+    with concrete_where_possible(holders, inputs):
+      outs, out_tree = flatten_outputs(self.fun(*self._merge(nondiff, primals)), name)
+      self._in_rule = True
+      try:
+        rule_out = self.jvp(*nondiff, tuple(primals), tuple(tangents))
+      finally:
+        self._in_rule = False
+    if not isinstance(rule_out, (tuple, list)) or len(rule_out) != 2:
+      raise TypeError(f"the custom_jvp rule of {name} must return a pair (output, tangent), got {type(rule_out).__name__}")
+    t_leaves, t_tree = flatten(rule_out[1], is_leaf=lambda x: x is None)
+    t_arrays = [Array.const(0, o.dtype, o.shape) if t is None else as_array(t) for t, o in zip(t_leaves, outs)]
+    _, out_tree_with_none = flatten(unflatten(out_tree, outs), is_leaf=lambda x: x is None)
+    _check_structure(f"the tangent output of {name}'s custom_jvp rule", t_tree, t_arrays, out_tree_with_none, outs)
+    t_outs = [_fit(t, o, f"the tangent {name}'s custom_jvp rule returned").uop for t, o in zip(t_arrays, outs) if _is_float(o)]
+    out_uops = _uops(outs)
+    captured = captures((holders, out_uops), (holders + tangent_holders, t_outs))
+    spec = lambda cap: CustomJVP(close(holders + cap, out_uops), close(holders + cap + tangent_holders, t_outs),
+                                 len(inputs), name)
+    return _call(spec, inputs, captured, out_tree)
 
 
 def _zeros_like_tree(tree: Any) -> Any:

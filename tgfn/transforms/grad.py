@@ -159,8 +159,8 @@ NO_VJP_NEEDED: dict[Ops, str] = {
 
 
 def _call_key(node: UOp) -> Any:
-  """What identifies one call: the CustomCall of a CUSTOM node; the spec and inputs of a CALL node."""
-  return node.arg[0] if node.op is Ops.CUSTOM else (node.arg[0], node.src)
+  """What identifies one call: the spec and inputs of a CALL node."""
+  return (node.arg[0], node.src)
 
 
 def _differentiable(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_inexact
@@ -183,23 +183,20 @@ def backward(outputs: Sequence[UOp], cotangents: Sequence[Array], wrt: Sequence[
     grads[node] = grads[node] + ct if node in grads else ct
 
   for out, ct in zip(outputs, cotangents): accumulate(out, ct)
-  # a user-defined rule (CUSTOM) or a sub-graph call (CALL) runs once per call, at the call's output that
-  # comes first in `topo`: by then every output of the call has its complete cotangent
+  # a sub-graph call (CALL: a loop, a checkpoint, a custom-derivative function) runs its rule once per
+  # call, at the call's output that comes first in `topo`: by then every output has its complete cotangent
   first_output: dict[Any, UOp] = {}
   for node in topo:
-    if node.op in (Ops.CUSTOM, Ops.CALL): first_output.setdefault(_call_key(node), node)
+    if node.op is Ops.CALL: first_output.setdefault(_call_key(node), node)
   call_cts: dict[Any, dict[int, Array]] = {}
   for node in reversed(topo):
     if node in targets: continue
-    if node.op in (Ops.CUSTOM, Ops.CALL):
+    if node.op is Ops.CALL:
       key, index = _call_key(node), node.arg[1]
       if node in grads: call_cts.setdefault(key, {})[index] = grads.pop(node)
       if first_output[key] is node and key in call_cts:
-        if node.op is Ops.CALL:
-          from tgfn.lax.rules import call_vjp
-          srcs, input_cts = node.src, call_vjp(node, call_cts.pop(key))
-        else: srcs, input_cts = node.src[1:], node.arg[0].rebind(node.arg[0].backward(call_cts.pop(key)), node)
-        for src, src_ct in zip(srcs, input_cts): accumulate(src, src_ct)
+        from tgfn.lax.rules import call_vjp
+        for src, src_ct in zip(node.src, call_vjp(node, call_cts.pop(key))): accumulate(src, src_ct)
       continue
     if node not in grads: continue
     ct = grads.pop(node)

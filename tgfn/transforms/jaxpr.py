@@ -58,9 +58,15 @@ class Equation:
 
 def _params(u: UOp) -> str:
   if u.op is Ops.REDUCE_AXIS: return f"[axes={u.arg[1]} op={u.arg[0].name.lower()}]"
-  if u.op is Ops.CUSTOM: return f"[name={u.arg[0].name} output={u.arg[1]}]"
+  if u.op is Ops.CALL: return f"[{_call_params(*u.arg)}]"
   if u.op in _PARAM_NAMES: return f"[{_PARAM_NAMES[u.op]}={u.arg}]"
   return ""
+
+
+def _call_params(spec: Any, index: int) -> str:
+  name = getattr(spec, "name", None)
+  kind = type(spec).__name__.lower()
+  return f"kind={kind}" + (f" name={name!r}" if name else "") + f" output={index}"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ type for a scalar, which is traced, so a new value does not retrace -- and the s
 values. On a miss the function is traced on placeholders (values are abstract: Python control flow
 on them raises ConcretizationError) and its outputs compiled into a CompiledGraph; on a hit the
 inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
-transform), a jitted function simply inlines into the caller's trace.
+transform), a jitted function becomes one CALL node of its traced body there (tgfn/transforms/subgraph.py).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
 from tgfn.helpers import flag, track, track_begin, track_end
 from tgfn.transforms.state import tracing_state
+from tgfn.transforms.subgraph import call_traced
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
 from tgfn.uop.ops import Ops, UOp, normalize_const, toposort
@@ -156,8 +157,9 @@ class JitFunction:
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
     bound = _bind_leaves(leaves)
-    # inside another transform's trace (grad, vmap, an outer jit) the function inlines into that trace
-    if bound is None: return self.fun(*args, **kwargs)
+    # inside another transform's trace (grad, vmap, an outer jit) the function is one CALL of its body there
+    if bound is None: return call_traced(self.fun, args, kwargs, self._static_positions(len(args)),
+                                         self.static_argnames, fn_name(self.fun))
     sig, inputs = bound
     key = (in_tree, sig, static)
     entry = self._cache.get(key)

@@ -131,10 +131,7 @@ def forward(outputs: Sequence[UOp], tangents: dict[UOp, Array]) -> list[Tangent]
     if node.op in NO_JVP_NEEDED: continue  # zero derivative (a float TRUNC): its tangent is zero
     src_tangents = [known.get(s) for s in node.src]
     if all(t is None for t in src_tangents): continue
-    if node.op is Ops.CUSTOM:
-      call, index = node.arg
-      out = call.rebind([call.forward_tangent(index, src_tangents[1:], custom_results)], node)[0]
-    elif node.op is Ops.CALL:  # a sub-graph call: all of its outputs' tangents at once
+    if node.op is Ops.CALL:  # a sub-graph call: all of its outputs' tangents at once
       from tgfn.lax.rules import call_jvp
       key = (node.arg[0], node.src)
       if key not in custom_results: custom_results[key] = call_jvp(node, src_tangents)

@@ -96,9 +96,6 @@ def batch_graph(outputs: Sequence[UOp], batched_inputs: dict[UOp, Array], size: 
       key = (node.arg[0], node.src)
       if key not in custom_calls: custom_calls[key] = call_batch(node, srcs, size)
       done[node] = custom_calls[key][node.arg[1]]
-    elif node.op is Ops.CUSTOM:
-      from tgfn.transforms.custom_batching import batch_custom
-      done[node] = (batch_custom(node, srcs, size, batched_inputs, custom_calls), True)
     else:
       rule = BATCH_RULES.get(node.op)
       if rule is None: raise NotImplementedError(f"no batching rule for {node.op}")

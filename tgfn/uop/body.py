@@ -7,7 +7,7 @@ constants only. Closed means nothing else leaks in: values a traced function cap
 the same value, so bodies key caches: a body is compiled once per device however often it is traced.
 
 A CALL node is one output of a call: `UOp(Ops.CALL, dtype, inputs, (spec, output index))`, where the
-spec (`Call`, `Cond`, `Scan`, `While`) holds the bodies and static parameters. The outputs of one call
+spec (`Call`, `Cond`, `Scan`, `While`, `CustomVJP`, `CustomJVP`) holds the bodies and static parameters. The outputs of one call
 are the CALL nodes with the same spec and sources; they are computed together. Graph walks (toposort,
 substitute, graph_rewrite) never enter a body: a body only sees its inputs, so rewriting the graph
 around a call never needs to rewrite the body.
@@ -184,6 +184,42 @@ class While(CallSpec):
     return self.cond.in_avals[:self.n_cond_consts] + self.body.in_avals
 
 
+@dataclass(frozen=True)
+class CustomVJP(CallSpec):
+  """A function with a user-defined reverse-mode rule (`custom_vjp`). Inputs: (*args, *captured). Runs
+  `fun`; the VJP runs `fwd` (same inputs -> residuals) and then `bwd` ((*args, *captured, *residuals,
+  *cotangents of the float outputs) -> cotangents of the float args). `n_args` inputs are arguments,
+  the rest captured values (they get no cotangent, as in JAX)."""
+  fun: Body
+  fwd: Body
+  bwd: Body
+  n_args: int
+  name: str
+
+  @property
+  def bodies(self) -> tuple[Body, ...]: return (self.fun, self.fwd, self.bwd)
+  @property
+  def out_avals(self) -> tuple[Aval, ...]: return self.fun.out_avals
+  def in_avals(self) -> tuple[Aval, ...]: return self.fun.in_avals
+
+
+@dataclass(frozen=True)
+class CustomJVP(CallSpec):
+  """A function with a user-defined forward-mode rule (`custom_jvp`). Inputs: (*args, *captured). Runs
+  `fun`; `jvp` maps (*args, *captured, *tangents of the float args) -> tangents of the float outputs,
+  linear in the tangents, so reverse mode is its transpose."""
+  fun: Body
+  jvp: Body
+  n_args: int
+  name: str
+
+  @property
+  def bodies(self) -> tuple[Body, ...]: return (self.fun, self.jvp)
+  @property
+  def out_avals(self) -> tuple[Aval, ...]: return self.fun.out_avals
+  def in_avals(self) -> tuple[Aval, ...]: return self.fun.in_avals
+
+
 def call_outputs(spec: CallSpec, inputs: Sequence[UOp]) -> list[UOp]:
   """The CALL nodes of one call of `spec` on `inputs` (one per output)."""
   expected = spec.in_avals()
@@ -191,6 +227,39 @@ def call_outputs(spec: CallSpec, inputs: Sequence[UOp]) -> list[UOp]:
   if got != expected:
     raise ValueError(f"{type(spec).__name__} call takes inputs {_fmt(expected)}, got {_fmt(got)}")
   return [UOp(Ops.CALL, dt, tuple(inputs), (spec, i)) for i, (_, dt) in enumerate(spec.out_avals)]
+
+
+def inlines(spec: CallSpec) -> bool:
+  """Whether the scheduler runs a call's body inline (fused with its neighbours): a jitted function called
+  inside a trace and a custom-derivative function are ordinary code once the transforms are done; a
+  checkpoint's calls keep their boundary (it is the barrier) and loops and branches run as calls."""
+  if isinstance(spec, (CustomVJP, CustomJVP)): return True
+  return isinstance(spec, Call) and not spec.name.startswith("checkpoint")
+
+
+def inline_calls(roots: Sequence[UOp]) -> list[UOp]:
+  """`roots` with every call that `inlines` replaced by its body's graph on the call's inputs (nested
+  ones too). A body's PARAMs (Python scalars where it was traced) become CONSTs: the body is fixed, and
+  the caller's kernels take only the caller's own PARAMs as arguments."""
+  done: dict[UOp, UOp] = {}
+  order = toposort(list(roots))
+  if not any(n.op is Ops.CALL and inlines(n.arg[0]) for n in order): return list(roots)
+  for node in order:
+    new_src = tuple(done[s] for s in node.src)
+    if node.op is Ops.CALL and inlines(node.arg[0]):
+      spec, index = node.arg
+      body = spec.bodies[0]
+      params = {u: UOp.const(u.dtype, u.arg) for u in toposort(list(body.outputs)) if u.op is Ops.PARAM}
+      inlined = substitute_many([body.outputs[index]], {**dict(zip(body.inputs, new_src)), **params})[0]
+      done[node] = inline_calls([inlined])[0]
+    else: done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+  out: list[UOp] = []
+  for r in roots:  # a root stays a distinct computed node: callers name results by their roots
+    u = done[r]
+    if u is not r and (u in out or u in roots or u.op in (Ops.PLACEHOLDER, Ops.BUFFER, Ops.CONST)):
+      u = UOp(Ops.CONTIGUOUS, u.dtype, (u,), ("inlined output", len(out)))
+    out.append(u)
+  return out
 
 
 def siblings(node: UOp) -> list[UOp]:

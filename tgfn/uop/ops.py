@@ -61,7 +61,6 @@ class Ops(Enum):
                         # realized sources, its outputs packed along the last axis (tgfn/ops/host.py)
   # ---- transform markers (tensor level): the value of src[0], with special meaning to transforms
   DETACH = auto()       # stop_gradient: no derivative flows through
-  CUSTOM = auto()       # src: (value, *inputs); arg: (CustomCall, output index); user-defined derivative
   COLLECTIVE = auto()   # src: (x,) (none for axis_index); arg: a Collective (tgfn/lax/collectives.py): psum,
                         # all_gather, ... over named axes; replaced by shard_map, pmap or vmap before it runs
   # ---- sub-graphs (tensor level): one output of a call of a closed body (tgfn/uop/body.py)
@@ -291,7 +290,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src))
   if op is Ops.WHERE: return u.src[1].shape
   if op is Ops.GATHER: return u.src[1].shape
-  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.SCATTER, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM): return src
+  if op in GroupOp.ALU or op in (Ops.FLIP, Ops.SCATTER, Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH): return src
   raise ValueError(f"{op} has no shape (it is not a tensor-level op)")
 
 

@@ -107,7 +107,7 @@ def verify_tensor_graph(root: UOp, inputs: frozenset = frozenset()) -> None:
     elif op is Ops.PLACEHOLDER:
       if u in inputs: continue
       _fail(u, "an unbound PLACEHOLDER cannot be computed (a traced value escaped its transform?)")
-    elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.CUSTOM):
+    elif op not in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH):
       _fail(u, "not a tensor-level op")
 
 
