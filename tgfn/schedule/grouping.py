@@ -55,37 +55,31 @@ def group_kernels(realize: set[UOp], order: list[UOp]) -> list[list[UOp]]:
     group = None if node in alone else _joinable(node, groups, alone, reads, upstream, realize)
     if group is None: groups.append([node])
     else: group.append(node)
-  ordered = _dependency_order(groups, reads)
-  if ordered is not None: return ordered
-  # the node-level rules can still join two groups each upstream of the other through different members
-  # (a cycle of groups): then every realize point is a kernel of its own, in graph order
-  return [[node] for node in order if node in realize]
+  return _dependency_order(groups, reads)
 
 
-def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> list[list[UOp]] | None:
-  """The groups ordered so each comes after those it reads; None if they form a cycle."""
+def _dependency_order(groups: list[list[UOp]], reads: dict[UOp, set[UOp]]) -> list[list[UOp]]:
+  """The groups ordered so each comes after those it reads."""
   # listed by first member, a group may still read a kernel listed after it (through a later member)
   owner = {node: i for i, group in enumerate(groups) for node in group}
   needs = [{owner[r] for node in group for r in reads[node] if r in owner} - {i} for i, group in enumerate(groups)]
-  if not _acyclic(needs):  # groups on several devices may need each other through copies: one kernel per value
-    return _dependency_order([[node] for group in groups for node in group], reads)
+  # the joining rules check paths through single values: two groups can still each need the other through
+  # different members (or copies between devices). Then every value is a kernel of its own
+  if not _acyclic(needs): return _dependency_order([[node] for group in groups for node in group], reads)
   placed: list[int] = []
-  state: dict[int, bool] = {}  # False: on the current depth-first path; True: placed
+  done: set[int] = set()
   for first in range(len(groups)):
-    stack = [(first, False)]
-    while stack:
-      g, expanded = stack.pop()
-      if expanded:
-        state[g] = True
-        placed.append(g)
+    stack = [first]
+    while stack:  # depth first; acyclic, checked above
+      g = stack[-1]
+      waiting = [] if g in done else [n for n in needs[g] if n not in done]
+      if waiting:
+        stack.extend(waiting)
         continue
-      if state.get(g) is True: continue
-      if g in state: return None  # reached again from its own descendants: a cycle
-      state[g] = False
-      stack.append((g, True))
-      for n in needs[g]:
-        if state.get(n) is False: return None
-        if n not in state: stack.append((n, False))
+      stack.pop()
+      if g not in done:
+        done.add(g)
+        placed.append(g)
   return [groups[i] for i in placed]
 
 
