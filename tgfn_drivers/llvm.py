@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from tgfn_drivers import require_backend
 
@@ -167,8 +167,9 @@ class NativeLLVMRenderer(LLVMRenderer):
     return 32 if "+avx512f" in _host_features() or llvm.get_process_triple().startswith("aarch64") else 16
 
 
-def build_many(kernels: list[tuple[str, str]]) -> list[LLVMProgram]:
+def build_many(kernels: Iterable[tuple[str, str]]) -> list[LLVMProgram]:
   """The kernels of a batch (a jitted function) as one module: compiled, cached and loaded once."""
+  kernels = list(kernels)  # the engine may pass a generator that does codegen as it goes
   loaded = _Loaded(_compiler.compile_cached(BATCH_SEPARATOR.join(src for _, src in kernels)))
   return [LLVMProgram(name, loaded) for name, _ in kernels]
 

@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import functools
 import json
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -205,8 +205,9 @@ class CLProgram:
     if getattr(self, "kernel", None): self.rt.cl.clReleaseKernel(self.kernel)
 
 
-def build_many(kernels: list[tuple[str, str]]) -> list[CLProgram]:
+def build_many(kernels: Iterable[tuple[str, str]]) -> list[CLProgram]:
   """Several kernels (distinct names) built as one program: one compiler run for a jitted function."""
+  kernels = list(kernels)  # the engine may pass a generator that does codegen as it goes
   library = _CLLibrary(_compiler.compile_cached("".join(src for _, src in kernels)))
   return [CLProgram(name, library) for name, _ in kernels]
 

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
+from tgfn.codegen.linearize import reduce_identity
 from tgfn.dtype import dtypes
 from tgfn.uop.ops import AxisType, GroupOp, Ops, UOp, substitute, toposort, unique_id
 
@@ -225,6 +226,8 @@ class _Lowerer:
       return [(node.src[0], tuple(new), _and(gate, valid))], lambda v: valid.where(v[0], UOp.const(node.dtype, 0))
     if op is Ops.REDUCE_AXIS:
       alu_op, axes = arg
+      # nothing to reduce: the identity, and no load of the (empty) source that a zero-trip loop would skip
+      if any(src_shape[a] == 0 for a in axes): return UOp.const(node.dtype, reduce_identity(alu_op, node.dtype))
       ranges, new = [], list(idx)
       for axis in axes:
         if src_shape[axis] == 1: continue
