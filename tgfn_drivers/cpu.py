@@ -20,10 +20,9 @@ from typing import Any, Iterable, Optional
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, cache_write, warn_once
-from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
-from tgfn.uop.alu import float_to_bf16_bits
+from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.uop.ops import Ops
 from tgfn_drivers._cpu_threads import load_pool
 
@@ -298,18 +297,8 @@ def _load(binary: bytes) -> ctypes.CDLL:
                      f"mount that allows executing code.")
 
 
-# the ctypes type of each scalar parameter, as the C renderer declares it (dialects.C.param_types: float16 as a double)
-_SCALAR_CTYPES = {dtypes.bool: ctypes.c_bool, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
-                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
-                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
-                  dtypes.float16: ctypes.c_double, dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
-
-
-def scalar_arg(value: Any, dtype: DType) -> Any:
-  """A scalar parameter as a ctypes value of the type the kernel declares (bfloat16: its bits, rounded here
-  exactly as a bfloat16 constant is when rendered)."""
-  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
-  return _SCALAR_CTYPES[dtype](value)
+# scalar parameters as the C renderer declares them (dialects.C.param_types: float16 as a double)
+scalar_arg = scalar_arg_converter(ctypes.c_bool, half_as_bits=False)
 
 
 class CPUProgram:

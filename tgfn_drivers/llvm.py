@@ -17,9 +17,8 @@ import llvmlite  # noqa: E402
 import llvmlite.binding as llvm  # noqa: E402
 
 from tgfn.device import Compiled, Compiler, warn_once  # noqa: E402
-from tgfn.dtype import DType, dtypes  # noqa: E402
 from tgfn.renderer.llvmir import LLVMRenderer  # noqa: E402
-from tgfn.uop.alu import float_to_bf16_bits  # noqa: E402
+from tgfn_drivers._scalars import scalar_arg_converter  # noqa: E402
 from tgfn_drivers.cpu import MallocAllocator  # noqa: E402
 
 OPT_LEVEL = 2
@@ -138,21 +137,8 @@ class LLVMProgram:
     self.fxn(*args)
 
 
-# the ctypes type of each scalar parameter as the renderer declares it (llvmir.param_type)
-_SCALAR_CTYPES = {dtypes.bool: ctypes.c_uint8, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
-                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
-                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
-                  dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
-
-
-def scalar_arg(value: Any, dtype: DType) -> Any:
-  """A scalar parameter as the kernel takes it; float16 and bfloat16 as their bits, rounded here once,
-  as a constant of that dtype is."""
-  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
-  if dtype is dtypes.float16:
-    import numpy as np
-    with np.errstate(over="ignore"): return ctypes.c_uint16(int(np.array([value], np.float16).view(np.uint16)[0]))
-  return _SCALAR_CTYPES[dtype](value)
+# scalar parameters as the renderer declares them (llvmir.param_type: bool as a byte, halves as bits)
+scalar_arg = scalar_arg_converter(ctypes.c_uint8, half_as_bits=True)
 
 
 class NativeLLVMRenderer(LLVMRenderer):

@@ -16,9 +16,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
-from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import OpenCLRenderer, launch_sizes
-from tgfn.uop.alu import float_to_bf16_bits
+from tgfn_drivers._scalars import scalar_arg_converter
 
 BUILD_OPTIONS = b"-cl-fp32-correctly-rounded-divide-sqrt"
 INSTALL_HINT = ("install an OpenCL runtime, e.g. PoCL for the CPU: `apt-get install pocl-opencl-icd "
@@ -212,20 +211,8 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CLProgram]:
   return [CLProgram(name, library) for name, _ in kernels]
 
 
-# each scalar parameter as the kernel declares it (tgfn/renderer/dialects.py: bool as uchar, halves as bits)
-_SCALAR_CTYPES = {dtypes.bool: ctypes.c_uint8, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
-                  dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
-                  dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
-                  dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
-
-
-def scalar_arg(value: Any, dtype: DType) -> Any:
-  """A scalar parameter as a ctypes value; float16 and bfloat16 as their bits, rounded here once, as a
-  constant of that value is when rendered."""
-  if dtype is dtypes.bfloat16: return ctypes.c_uint16(float_to_bf16_bits(value))
-  if dtype is dtypes.float16:
-    with np.errstate(over="ignore"): return ctypes.c_uint16(int(np.float16(value).view(np.uint16)))
-  return _SCALAR_CTYPES[dtype](value)
+# scalar parameters as the kernel declares them (tgfn/renderer/dialects.py: bool as uchar, halves as bits)
+scalar_arg = scalar_arg_converter(ctypes.c_uint8, half_as_bits=True)
 
 
 def synchronize() -> None:

@@ -126,7 +126,8 @@ def test_launches_create_no_threads():
   count_visits(100_000, 100)  # the pool starts here, on first parallel use
   before = len(os.listdir("/proc/self/task"))
   for _ in range(1000): count_visits(10_000, 100)
-  assert len(os.listdir("/proc/self/task")) == before
+  # not more: a thread an earlier test started (a compile pool's, a device queue's) may finish meanwhile
+  assert len(os.listdir("/proc/self/task")) <= before
 
 
 def test_num_threads_is_the_cpus_this_process_may_use():
