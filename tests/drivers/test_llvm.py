@@ -18,6 +18,7 @@ import pytest
 import tgfn
 import tgfn.lax as lax
 import tgfn.numpy as tnp
+from tests.codegen.test_vector_ops import _vector_opts  # VECTOR of 16 lanes on the last output axis
 from tgfn.engine import realize as realize_mod
 from tgfn_drivers import BackendUnavailable, require_backend
 
@@ -46,20 +47,6 @@ def _run(device: str, fn: Callable, inputs: list[np.ndarray], jit: bool) -> list
   with on(device):
     out = (tgfn.jit(fn) if jit else fn)(*[tnp.array(x) for x in inputs])
     return [np.asarray(leaf) for leaf in tgfn.tree_util.tree_leaves(out)]
-
-
-def _vector_opts(ast, renderer) -> list:
-  """VECTOR of 16 lanes on the last output axis where it fits, so the ops run as vector ops."""
-  from tgfn.codegen.opts import Opt, OptError, OptOps, kernel_axes
-  from tgfn.codegen.pipeline import optimize
-  from tgfn.uop.ops import AxisType
-  if not renderer.supports_opts: return []
-  opt = Opt(OptOps.VECTOR, len([a for a in kernel_axes(ast) if a.kind is not AxisType.REDUCE]) - 1, LANES)
-  try:
-    optimize(ast, [opt])
-  except OptError:
-    return []
-  return [opt]
 
 
 @pytest.fixture(params=["heuristic", "vector16"])

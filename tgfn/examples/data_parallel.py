@@ -73,13 +73,18 @@ def train_data_parallel(params: Params, x: np.ndarray, labels: np.ndarray, steps
   return params, (time.perf_counter() - start) / max(1, steps - 1)
 
 
-def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
+  """The examples' common options: steps, batch size, learning rate, and the tolerance of the check."""
+  parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--batch", type=int, default=64)
   parser.add_argument("--lr", type=float, default=0.5)
   parser.add_argument("--tolerance", type=float, default=1e-4)
-  args = parser.parse_args(argv)
+  return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parse_args(__doc__.splitlines()[0], argv)
   if any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):  # started by mpirun
     tgfn.distributed.initialize()
   from tgfn.nn.datasets import digits

@@ -8,7 +8,6 @@ that all-reduce (tgfn/sharding/partition.py). The parameters after N steps must 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -16,17 +15,12 @@ import numpy as np
 
 import tgfn
 import tgfn.numpy as tnp
-from tgfn.examples.data_parallel import init_params, loss, sgd
+from tgfn.examples.data_parallel import init_params, loss, parse_args, sgd
 from tgfn.sharding import NamedSharding, P, make_mesh
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=5)
-  parser.add_argument("--batch", type=int, default=64)
-  parser.add_argument("--lr", type=float, default=0.5)
-  parser.add_argument("--tolerance", type=float, default=1e-4)
-  args = parser.parse_args(argv)
+  args = parse_args(__doc__.splitlines()[0], argv)
   from tgfn.nn.datasets import digits
   x_train, y_train, _, _ = digits()
   x = tnp.asarray(x_train.numpy()[:args.batch].reshape(args.batch, 64))
