@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from tgfn.engine.queues import CollectiveTimers
+
 _state: dict[str, Any] = {"index": 0, "count": 1, "comm": None}
 
 
@@ -89,9 +91,11 @@ def allreduce(x: np.ndarray, op: str) -> np.ndarray:
   from mpi4py import MPI
   x = np.ascontiguousarray(x)
   if process_count() == 1: return x.copy()
+  start = time.perf_counter()
   _check_same(op, x)
   out = np.empty_like(x)
   _wait(_state["comm"].Iallreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]), f"an allreduce ({op})")
+  CollectiveTimers.add("mpi", time.perf_counter() - start)
   return out
 
 
@@ -99,7 +103,9 @@ def allgather(x: np.ndarray) -> np.ndarray:
   """Every process's x, concatenated along axis 0 in process order."""
   x = np.ascontiguousarray(x)
   if process_count() == 1: return x.copy()
+  start = time.perf_counter()
   _check_same("allgather", x)
   out = np.empty((process_count(),) + x.shape, x.dtype)
   _wait(_state["comm"].Iallgather(x, out), "an allgather")
+  CollectiveTimers.add("mpi", time.perf_counter() - start)
   return out.reshape((process_count() * x.shape[0],) + x.shape[1:]) if x.ndim else out

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 _queues: dict[str, queue.SimpleQueue] = {}
 _lock = threading.Lock()
@@ -44,15 +45,37 @@ def submit(device: str, work: Callable[[], None], waits: Sequence[Future] = ()) 
   return future
 
 
+class CollectiveTimers:
+  """Seconds spent moving collectives' values, summed over calls (read, or reset to 0.0, by benchmarks):
+  `copies`, the copies between devices of a replayed multi-device graph (a compiled pmap or shard_map: its
+  collectives' values and its inputs' blocks); `mpi`, the cross-process MPI calls, waiting included."""
+  copies = 0.0
+  mpi = 0.0
+  _lock = threading.Lock()
+
+  @classmethod
+  def reset(cls) -> None: cls.copies = cls.mpi = 0.0
+
+  @classmethod
+  def add(cls, kind: str, seconds: float) -> None:
+    with cls._lock: setattr(cls, kind, getattr(cls, kind) + seconds)  # (the device threads add concurrently)
+
+
 def run_on_queues(steps: Sequence[tuple[str, Callable[[], None], Sequence[int], Sequence[int]]]) -> None:
-  """Run (device, work, slots read, slots written) steps, each on its device's queue, waiting for the
-  producers of what it reads on other devices; returns when all are done, raising the first error."""
+  """Run (device, work, storage read, storage written) steps, each on its device's queue; returns when all
+  are done, raising the first error. A step waits for the work of other devices that last wrote what it
+  reads (read after write), and that read or wrote what it writes since (a storage reused later)."""
   producer: dict[int, tuple[str, Future]] = {}
+  readers: dict[int, list[tuple[str, Future]]] = {}
   futures: list[Future] = []
   for device, work, reads, writes in steps:
-    waits = [f for s in reads if (p := producer.get(s)) is not None and (f := p[1]) and p[0] != device]
-    future = submit(device, work, waits)
-    for s in writes: producer[s] = (device, future)
+    before = [producer[s] for s in reads if s in producer]
+    before += [r for s in writes for r in readers.get(s, []) + ([producer[s]] if s in producer else [])]
+    future = submit(device, work, list({id(f): f for d, f in before if d != device}.values()))
+    for s in reads: readers.setdefault(s, []).append((device, future))
+    for s in writes:
+      producer[s] = (device, future)
+      readers.pop(s, None)
     futures.append(future)
   error: Optional[BaseException] = None
   for f in futures:
@@ -61,3 +84,33 @@ def run_on_queues(steps: Sequence[tuple[str, Callable[[], None], Sequence[int], 
     except BaseException as e:  # noqa: BLE001  (wait for all: none may still write a buffer after we return)
       error = error or e
   if error is not None: raise error
+
+
+def replay_on_queues(graph: Any, inputs: Sequence[Any]) -> list[Any]:
+  """Replay a CompiledGraph (tgfn/engine/jit.py) whose steps span several devices, each step on its device's
+  queue; its intermediates share buffers, so steps are ordered by the buffers they touch. Returns the
+  output buffers."""
+  from tgfn.device import Buffer
+  buffers: list[Any] = list(inputs) + [None] * (len(graph.slots) - graph.n_inputs)
+  for s, buf in graph.fixed.items(): buffers[s] = buf
+  for s in dict.fromkeys(graph.output_slots):
+    if buffers[s] is None:
+      info = graph.slots[s]
+      buffers[s] = Buffer(info.device, info.size, info.dtype)
+  args = [b.arg if b is not None and b.size else None for b in buffers]
+
+  def work(step: Any) -> Callable[[], None]:
+    if step.kernel is not None: return lambda: step.kernel.program(*[args[s] for s in step.slots])
+    if step.call is not None: return lambda: step.call([buffers[s] for s in step.slots])
+
+    def copy() -> None:
+      start = time.perf_counter()
+      buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
+      CollectiveTimers.add("copies", time.perf_counter() - start)
+    return copy
+
+  storage = [id(b) for b in buffers]  # slots that share a buffer are one storage
+  run_on_queues([(graph.slots[step.slots[0]].device, work(step), [storage[s] for s in step.inputs],
+                  [storage[s] for s in step.outputs])
+                 for step in graph.steps if step.kernel is None or graph.slots[step.slots[0]].size])
+  return [buffers[s] for s in graph.output_slots]

@@ -2,7 +2,8 @@
 mesh's device i), with collectives over `axis_name` combining the members. The same program as
 `vmap(f, axis_name=)` computes, run as per-device copies (tgfn/transforms/spmd.py). After
 tgfn.distributed.initialize(), as in JAX's multi-process pmap, each process maps over its own devices and
-the axis spans all processes: its size is the devices of all of them, and collectives combine them all."""
+the axis spans all processes: its size is the devices of all of them, and collectives combine them all.
+Compiled once per input structure (tgfn/sharding/compiled.py): a repeat call only launches."""
 from __future__ import annotations
 
 import functools
@@ -14,6 +15,7 @@ import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
 from tgfn.distributed import process_count
 from tgfn.lax.collectives import axis_env
+from tgfn.sharding.compiled import CompiledMap
 from tgfn.sharding.mesh import Mesh
 from tgfn.transforms.spmd import to_device, unroll
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
@@ -27,8 +29,7 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
   members' outputs along `out_axes` on the first device."""
   axis = axis_name if axis_name is not None else "_pmap"  # an unnamed map still needs a name for its mesh
 
-  @functools.wraps(f)
-  def mapped(*args: Any) -> Any:
+  def unrolled(*args: Any) -> Any:
     from tgfn.instances import local_devices
     leaves, in_tree = flatten(args)
     try:
@@ -66,4 +67,12 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
         here = [to_device(m, mesh.device_names[0]) for m in members]
         results.append(tnp.stack(here, axis=ax))
     return unflatten(out_tree, results)
+
+  compiled = CompiledMap(unrolled, f)
+
+  @functools.wraps(f)
+  def mapped(*args: Any) -> Any:
+    from tgfn.instances import local_devices
+    pool = tuple(str(d) for d in (devices if devices is not None else local_devices()))
+    return compiled(args, (pool, process_count()))
   return mapped

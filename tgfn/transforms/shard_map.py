@@ -5,6 +5,7 @@ a block's shape with the mesh axes bound (so collectives over them work) and unr
 (tgfn/transforms/spmd.py). Each output is assembled from the blocks by its out_spec; along mesh axes an
 out_spec does not name, the output must be replicated, and the block of the first device along them is
 taken (as JAX with check_rep=False: a value that differs between those devices is not detected).
+Compiled once per input structure (tgfn/sharding/compiled.py): a repeat call only launches.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Callable, Optional
 import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
 from tgfn.lax.collectives import axis_env
+from tgfn.sharding.compiled import CompiledMap
 from tgfn.sharding.mesh import Mesh, PartitionSpec
 from tgfn.transforms.spmd import to_device, unroll
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
@@ -81,8 +83,7 @@ def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep:
   replication they would check is not checked."""
   if not isinstance(mesh, Mesh): raise TypeError(f"shard_map needs a tgfn.sharding.Mesh, got {type(mesh).__name__}")
 
-  @functools.wraps(f)
-  def mapped(*args: Any) -> Any:
+  def unrolled(*args: Any) -> Any:
     leaves, in_tree = flatten(args)
     arrays = [as_array(x) for x in leaves]
     specs = _specs(tuple(in_specs) if isinstance(in_specs, list) else in_specs, args, "in_specs")
@@ -100,4 +101,9 @@ def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep:
                   mesh, "out_specs")
       results.append(assemble(values, spec, mesh))
     return unflatten(out_tree, results)
+
+  compiled = CompiledMap(unrolled, f)
+
+  @functools.wraps(f)
+  def mapped(*args: Any) -> Any: return compiled(args)
   return mapped

@@ -1,0 +1,85 @@
+"""pmap and shard_map trace once per input structure, as jit does: a repeat call with the same shapes,
+dtypes and devices replays the compiled kernels (f is not called), a new shape traces again. Counted as
+JAX users count traces: a Python side effect inside f runs only when f is traced."""
+import time
+
+import numpy as np
+
+import tgfn
+import tgfn.numpy as tnp
+from tgfn import lax
+from tgfn.engine import queues
+from tgfn.sharding import P, make_mesh
+
+
+def _counting(f):
+  calls = []
+  def counted(*args):
+    calls.append(1)
+    return f(*args)
+  return counted, calls
+
+
+def test_pmap_traces_once_per_shape_and_repeats_only_launch():
+  f, traces = _counting(lambda x, w: lax.psum(x @ w, "i"))
+  mapped = tgfn.pmap(f, "i", in_axes=(0, None))
+  w = tnp.asarray(np.eye(3, dtype=np.float32) * 2)
+  for k in range(3):  # new values each call, same structure
+    x = np.arange(12, dtype=np.float32).reshape(2, 2, 3) + k
+    np.testing.assert_allclose(mapped(tnp.asarray(x), w).numpy(), np.stack([(x[0] + x[1]) * 2] * 2))
+  assert len(traces) == 1
+  x = np.ones((2, 5, 3), np.float32)  # a new shape is a miss
+  np.testing.assert_allclose(mapped(tnp.asarray(x), w).numpy(), np.full((2, 5, 3), 4.0))
+  assert len(traces) == 2
+  mapped(tnp.asarray(x), w)
+  assert len(traces) == 2
+
+
+def test_pmap_over_other_devices_or_another_dtype_traces_again():
+  f, traces = _counting(lambda x: lax.pmean(x, "i"))
+  x = np.arange(8, dtype=np.float32).reshape(2, 4)
+  np.testing.assert_allclose(tgfn.pmap(f, "i")(tnp.asarray(x)).numpy(), np.stack([x.mean(0)] * 2))
+  mapped = tgfn.pmap(f, "i", devices=["CPU:2", "CPU:3"])
+  mapped(tnp.asarray(x))
+  mapped(tnp.asarray(x.astype(np.float64)))
+  mapped(tnp.asarray(x.astype(np.float64)))
+  assert len(traces) == 3
+
+
+def test_shard_map_traces_once_per_shape():
+  mesh = make_mesh((4,), ("i",))
+  f, traces = _counting(lambda b: b - lax.pmean(b, "i"))
+  mapped = tgfn.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+  for k in range(3):
+    x = np.arange(16, dtype=np.float32) * (k + 1)
+    want = (x.reshape(4, 4) - x.reshape(4, 4).mean(0)).reshape(-1)  # each block minus the blocks' mean
+    np.testing.assert_allclose(mapped(tnp.asarray(x)).numpy(), want, rtol=1e-6)
+  assert len(traces) == 1
+  mapped(tnp.zeros(32))
+  assert len(traces) == 2
+
+
+def test_grad_of_a_pmap_from_outside_still_differentiates_its_graph():
+  # traced inputs are not compiled: the unrolled graph joins grad's trace
+  mapped = tgfn.pmap(lambda x: lax.psum(x * x, "i"), "i")
+  g = tgfn.grad(lambda x: mapped(x).sum())(tnp.asarray(np.arange(4, dtype=np.float32).reshape(2, 2)))
+  np.testing.assert_allclose(g.numpy(), 2 * 2 * np.arange(4, dtype=np.float32).reshape(2, 2))
+
+
+def test_a_reused_storage_is_not_overwritten_while_another_device_reads_it():
+  # storage 0 is read on CPU (slowly), then written on CPU:1: the write must wait for the read
+  order = []
+  def slow_read():
+    time.sleep(0.05)
+    order.append("read")
+  queues.run_on_queues([("CPU:1", lambda: order.append("produce"), (), (0,)), ("CPU", slow_read, (0,), (1,)),
+                        ("CPU:1", lambda: order.append("overwrite"), (), (0,))])
+  assert order == ["produce", "read", "overwrite"]
+
+
+def test_copies_of_a_replayed_multi_device_graph_are_timed():
+  queues.CollectiveTimers.reset()
+  mapped = tgfn.pmap(lambda x: lax.psum(x, "i"), "i")
+  x = tnp.asarray(np.ones((4, 1000), np.float32))
+  for _ in range(2): np.testing.assert_allclose(mapped(x).numpy(), np.full((4, 1000), 4.0))
+  assert queues.CollectiveTimers.copies > 0 and queues.CollectiveTimers.mpi == 0
