@@ -25,7 +25,7 @@ from common import FRAMEWORKS, REPO_ROOT, Row, detail_lines, fmt_num, machine_in
 BENCH = Path(__file__).resolve().parent
 # in the order of the table; the extras (conv net, fusions) last
 WORKLOADS = ("matmul", "mlp_step", "digits_train", "first_call", "tiny_call", "per_example_grads", "mlp_peak_rss",
-             "conv_step", "fusions")
+             "conv_step", "fusions", "distributed_step")
 
 # (row name prefix, what the project asks, peer ("best" = the best peer), factor): tgfn / peer must be
 # >= factor for higher-is-better rows, <= factor otherwise

@@ -58,7 +58,7 @@ def _wait(request: Any, what: str) -> None:
       raise TimeoutError(f"process {process_index()}: {what} waited {_timeout():.0f} s for the other processes of "
                          f"the job ({process_count()}); one may have died or taken another path (TGFN_MPI_TIMEOUT)")
     time.sleep(pause)
-    pause = min(pause * 2, 1e-2)
+    pause = min(pause * 2, 1e-3)  # (a step waits for each allreduce: a long nap would be its latency)
 
 
 _KINDS = {"sum": 1, "max": 2, "min": 3, "allgather": 4}

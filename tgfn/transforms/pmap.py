@@ -50,7 +50,9 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
     per_member = []
     for x, ax in zip(arrays, axes):
       if ax is None: per_member.append([to_device(x, dev) for dev in mesh.device_names])
-      else: per_member.append([to_device(tnp.take(x, i, axis=ax % x.ndim), dev) for i, dev in enumerate(mesh.device_names)])
+      else:  # member i's slice: a view (basic indexing), not a gather
+        index = (slice(None),) * (ax % x.ndim)
+        per_member.append([to_device(x[index + (i,)], dev) for i, dev in enumerate(mesh.device_names)])
     holders = [Array(placeholder(m[0].shape, x.dtype, None)) for x, m in zip(arrays, per_member)]
     with axis_env([(axis, n * mesh.processes)]):
       out = f(*unflatten(in_tree, holders))
