@@ -19,6 +19,23 @@ def main(case: str) -> int:
     gathered = tgfn.pmap(lambda v: lax.all_gather(v, "i"), "i")(x).numpy()
     print(f"process {me}: psum {total[0].tolist()} index {index.tolist()} gathered {gathered.shape}", flush=True)
     return 0
+  if case == "grads":  # derivatives through collectives that span the processes: every one is 8x
+    n = tgfn.local_device_count()  # 2 members per process, 4 in all; each derivative below is 8 x
+    x = tnp.arange(n * 3, dtype=tnp.float32).reshape(n, 3) / 10 + me
+    outside_psum = tgfn.grad(lambda x: psum(x * x).sum())(x)
+    gathered = tgfn.pmap(lambda v: lax.all_gather(v, "i"), "i")
+    outside_gather = tgfn.grad(lambda x: (gathered(x) ** 2).sum())(x)
+    inside_gather = tgfn.pmap(tgfn.grad(lambda v: (lax.all_gather(v, "i") ** 2).sum()), "i")(x)
+    errors = {name: float(tnp.abs(g - 8 * x).max()) for name, g in
+              (("psum", outside_psum), ("all_gather", outside_gather), ("all_gather inside", inside_gather))}
+    # pmax: the derivative of the 4 members' results goes to the member holding the maximum (process 1's last)
+    top = tgfn.grad(lambda x: tgfn.pmap(lambda v: lax.pmax(v, "i"), "i")(x).sum())(x).numpy()
+    want_top = [[0.0] * 3] * (n - 1) + [[4.0 * me] * 3]
+    # forward mode: the tangent of each member's psum of x * x is the sum over all 4 members of 2 x t
+    _, tangent = tgfn.jvp(lambda x: psum(x * x), (x,), (tnp.ones_like(x),))
+    errors["psum jvp"] = float(tnp.abs(tangent[0] - 2 * (psum(x)[0])).max())
+    print(f"process {me}: errors {errors} pmax {top.tolist() == want_top}", flush=True)
+    return 0
   if case == "mismatch":  # the processes bring different shapes
     try:
       psum(tnp.ones((1, 2 + me))).numpy()

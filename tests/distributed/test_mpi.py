@@ -35,6 +35,14 @@ def test_collectives_span_the_devices_of_both_processes():
     assert want in run.stdout, run.stdout
 
 
+def test_derivatives_pass_through_collectives_that_span_the_processes():
+  run = _mpirun(str(ROOT / "tests/distributed/mpi_program.py"), "grads")
+  assert run.returncode == 0, run.stdout + run.stderr
+  for rank in (0, 1):
+    want = f"process {rank}: errors {{'psum': 0.0, 'all_gather': 0.0, 'all_gather inside': 0.0, 'psum jvp': 0.0}} pmax True"
+    assert want in run.stdout, run.stdout + run.stderr
+
+
 def test_shapes_that_differ_between_processes_are_a_clear_error():
   run = _mpirun(str(ROOT / "tests/distributed/mpi_program.py"), "mismatch")
   assert run.returncode != 0

@@ -1,6 +1,13 @@
 """The cross-process step of a collective: an MPI allreduce or allgather (tgfn/distributed.py) as a HOST
 node (tgfn/ops/host.py), so it is one item of the schedule, run when its operand is computed, and a
-graph holding it can be realized, or jitted, like any other."""
+graph holding it can be realized, or jitted, like any other.
+
+Derivatives (grad of a whole multi-process pmap, which differentiates its unrolled graph): every process
+differentiates its own result, and the derivative is that of the sum of the processes' results, as for
+the members of one process. So the transpose of a sum allreduce is a sum allreduce of the cotangents;
+of a max/min allreduce, that sum shared among the processes holding the extremum; of an allgather, the
+sum allreduce of the cotangents of which each process keeps its own block (a psum_scatter). Every
+process runs the same backward pass, so their MPI calls pair up as the forward ones do."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,17 +16,39 @@ from tgfn.array import Array
 from tgfn.ops.host import HOST_FUNCTIONS, HostFunction, host_call, register
 
 
-def _no_derivative(*_: Any, **__: Any) -> list:
-  raise NotImplementedError("derivatives through a collective that spans processes: differentiate inside the "
-                            "pmap (per-device gradients), then combine them with lax.pmean or lax.psum")
-
-
 def _allreduce(x: Any, op: str) -> tuple:
   from tgfn.distributed import allreduce
   return (allreduce(x, op),)
 
 
-register(HostFunction("mpi_allreduce", (0,), _allreduce, lambda cores, op: [()], _no_derivative))
+def _extremum_share(x: Array, y: Array) -> Array:
+  """Where this process holds the max/min, divided by how many processes do (ties share)."""
+  hit = (x == y).astype(x.dtype)
+  return hit / allreduce_processes(hit, "sum")
+
+
+def _allreduce_jvp(inputs: list, outputs: list, tangents: list, op: str) -> list:
+  if tangents[0] is None: return [None]
+  t = tangents[0] if op == "sum" else tangents[0] * _extremum_share(inputs[0], outputs[0])
+  return [allreduce_processes(t, "sum")]
+
+
+def _allreduce_vjp(inputs: list, outputs: list, cts: list, op: str) -> list:
+  total = allreduce_processes(cts[0], "sum")
+  return [total if op == "sum" else total * _extremum_share(inputs[0], outputs[0])]
+
+
+register(HostFunction("mpi_allreduce", (0,), _allreduce, lambda cores, op: [()], _allreduce_jvp, _allreduce_vjp))
+
+
+def _allgather_jvp(inputs: list, outputs: list, tangents: list) -> list:
+  return [None if tangents[0] is None else host_call(_allgather_function(tangents[0].ndim), [tangents[0]])[0]]
+
+
+def _allgather_vjp(inputs: list, outputs: list, cts: list) -> list:
+  from tgfn.distributed import process_index
+  n = inputs[0].shape[0]
+  return [allreduce_processes(cts[0], "sum")[process_index() * n:(process_index() + 1) * n]]
 
 
 def _allgather_function(ndim: int) -> str:
@@ -28,7 +57,8 @@ def _allgather_function(ndim: int) -> str:
   if name not in HOST_FUNCTIONS:
     from tgfn.distributed import allgather, process_count
     register(HostFunction(name, (ndim,), lambda x: (allgather(x),),
-                          lambda cores: [(process_count() * cores[0][0],) + tuple(cores[0][1:])], _no_derivative))
+                          lambda cores: [(process_count() * cores[0][0],) + tuple(cores[0][1:])], _allgather_jvp,
+                          _allgather_vjp))
   return name
 
 

@@ -71,16 +71,19 @@ def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]
   if spec.kind == "axis_index":
     return [Array.const(process_index() * mesh.size + d, node.dtype).uop for d in range(mesh.size)]
   here = [to_device(Array(u), first) for u in srcs]
-  if spec.kind in ("psum", "pmax", "pmin"):
-    combine = {"psum": tnp.add, "pmax": tnp.maximum, "pmin": tnp.minimum}[spec.kind]
+  if spec.kind in ("psum", "pmax", "pmin", "psum_scatter"):
+    combine = {"pmax": tnp.maximum, "pmin": tnp.minimum}.get(spec.kind, tnp.add)
     local = here[0]
     for v in here[1:]: local = combine(local, v).astype(node.dtype)
-    total = allreduce_processes(local, {"psum": "sum", "pmax": "max", "pmin": "min"}[spec.kind])
+    total = allreduce_processes(local, {"pmax": "max", "pmin": "min"}.get(spec.kind, "sum"))
   elif spec.kind == "all_gather":
     total = allgather_processes(tnp.concatenate(here, axis=spec.params[0]), spec.params[0])
   else:
-    raise NotImplementedError(f"{spec.kind} across processes: psum, pmean, pmax, pmin, all_gather and axis_index "
-                              "span processes; run the others within one process's devices")
+    raise NotImplementedError(f"{spec.kind} across processes: psum, pmean, pmax, pmin, all_gather, psum_scatter and "
+                              "axis_index span processes; run the others within one process's devices")
+  if spec.kind == "psum_scatter":  # the whole sum, of which each member keeps its block
+    members = range(process_index() * mesh.size, (process_index() + 1) * mesh.size)
+    return [to_device(_chunk(total, spec.params[0], m, spec.size), device).uop for m, device in zip(members, mesh.device_names)]
   return [to_device(total, device).uop for device in mesh.device_names]
 
 
