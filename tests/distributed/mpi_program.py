@@ -17,7 +17,12 @@ def main(case: str) -> int:
     total = psum(x).numpy()
     index = tgfn.pmap(lambda v: v * 0 + lax.axis_index("i"), "i")(x).numpy()[:, 0]
     gathered = tgfn.pmap(lambda v: lax.all_gather(v, "i"), "i")(x).numpy()
-    print(f"process {me}: psum {total[0].tolist()} index {index.tolist()} gathered {gathered.shape}", flush=True)
+    # vmap over a batch of such inputs: the batch axis stays in front of what the processes gather
+    batch = tnp.stack([x, 2 * x])
+    each = tgfn.vmap(tgfn.pmap(lambda v: lax.all_gather(v, "i"), "i"))(batch).numpy()
+    vmap_ok = bool((each[1] == 2 * each[0]).all() and (each[0] == gathered).all())
+    print(f"process {me}: psum {total[0].tolist()} index {index.tolist()} gathered {gathered.shape} vmap {vmap_ok}",
+          flush=True)
     return 0
   if case == "grads":  # derivatives through collectives that span the processes: every one is 8x
     n = tgfn.local_device_count()  # 2 members per process, 4 in all; each derivative below is 8 x

@@ -31,7 +31,7 @@ def test_collectives_span_the_devices_of_both_processes():
   assert run.returncode == 0, run.stdout + run.stderr
   # device rows [0, 1, 2] and [3, 4, 5], plus 100 on process 1: column sums over the 4 members
   for rank in (0, 1):
-    want = f"process {rank}: psum [206.0, 210.0, 214.0] index {[2.0 * rank, 2.0 * rank + 1]} gathered (2, 4, 3)"
+    want = f"process {rank}: psum [206.0, 210.0, 214.0] index {[2.0 * rank, 2.0 * rank + 1]} gathered (2, 4, 3) vmap True"
     assert want in run.stdout, run.stdout
 
 

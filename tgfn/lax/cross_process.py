@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tgfn.array import Array
 from tgfn.ops.host import HOST_FUNCTIONS, HostFunction, host_call, register
 
@@ -56,7 +58,10 @@ def _allgather_function(ndim: int) -> str:
   name = f"mpi_allgather_{ndim}"
   if name not in HOST_FUNCTIONS:
     from tgfn.distributed import allgather, process_count
-    register(HostFunction(name, (ndim,), lambda x: (allgather(x),),
+    def gather_core(x: Any) -> tuple:  # along the core's first axis, after any batch axes vmap put in front
+      front = np.moveaxis(x, x.ndim - ndim, 0)
+      return (np.moveaxis(allgather(np.ascontiguousarray(front)), 0, x.ndim - ndim),)
+    register(HostFunction(name, (ndim,), gather_core,
                           lambda cores: [(process_count() * cores[0][0],) + tuple(cores[0][1:])], _allgather_jvp,
                           _allgather_vjp))
   return name
