@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from tgfn.array import Array, as_array
 from tgfn.engine.jit import CompiledGraph
@@ -32,6 +32,7 @@ class _Entry:
   out_tree: Any
   out_shapes: list[tuple[int, ...]]
   multi_device: bool
+  lock: Optional[threading.Lock]  # the graph's intermediates are its own: one call at a time (None: none)
 
 
 def _concrete(leaf: Any) -> Array:
@@ -59,14 +60,19 @@ class CompiledMap:
       with self._lock:
         if (entry := self._entries.get(key)) is None: entry = self._entries[key] = self._compile(arrays, in_tree)
     inputs = [a.uop.buffer for a in arrays]
-    buffers = replay_on_queues(entry.graph, inputs) if entry.multi_device else entry.graph(inputs)
+    if entry.lock is None: buffers = self._replay(entry, inputs)
+    else:
+      with entry.lock: buffers = self._replay(entry, inputs)
     return unflatten(entry.out_tree, [Array(buffer_uop(b, s)) for b, s in zip(buffers, entry.out_shapes)])
+
+  @staticmethod
+  def _replay(entry: _Entry, inputs: list) -> list:
+    return replay_on_queues(entry.graph, inputs) if entry.multi_device else entry.graph(inputs)
 
   def _compile(self, arrays: list[Array], in_tree: Any) -> _Entry:
     holders = [Array(placeholder(a.shape, a.dtype, a.uop.device)) for a in arrays]
     outs, out_tree = flatten_outputs(self.run(*unflatten(in_tree, holders)), self.name)
     graph = CompiledGraph([h.uop for h in holders], [o.uop for o in outs], name=f"mapped {self.name}")
     devices = {info.device for info in graph.slots}
-    return _Entry(graph, out_tree, [o.shape for o in outs], len(devices) > 1)
-
-  def cache_size(self) -> int: return len(self._entries)
+    return _Entry(graph, out_tree, [o.shape for o in outs], len(devices) > 1,
+                  threading.Lock() if graph.has_scratch else None)
