@@ -53,7 +53,7 @@ def train_single(params: Params, x: Any, labels: Any, steps: int, lr: float) -> 
 
 def train_data_parallel(params: Params, x: np.ndarray, labels: np.ndarray, steps: int, lr: float) -> tuple[Params, float]:
   """Train on this process's slice of the batch, one block per local device; (params, seconds per step
-  after the first, which compiles)."""
+  after the first, which traces and compiles: pmap then replays)."""
   devices, processes, me = tgfn.local_device_count(), tgfn.process_count(), tgfn.process_index()
   members = devices * processes
   if x.shape[0] % members:
@@ -62,14 +62,14 @@ def train_data_parallel(params: Params, x: np.ndarray, labels: np.ndarray, steps
   mine = slice(me * per_process, (me + 1) * per_process)
   xs = tnp.asarray(x[mine].reshape(devices, per_process // devices, -1))
   ys = tnp.asarray(labels[mine].reshape(devices, per_process // devices))
-  # every member's gradient of its own mean loss, averaged over all members: the whole batch's gradient
-  grads_of = tgfn.pmap(lambda p, xb, yb: lax.pmean(tgfn.grad(loss)(p, xb, yb), "batch"), "batch", in_axes=(None, 0, 0))
+  # every member's gradient of its own mean loss, averaged over all members, is the whole batch's gradient;
+  # every member applies it, and the members' copies of the new parameters are equal: take the first's
+  step = tgfn.pmap(lambda p, xb, yb: sgd(p, lax.pmean(tgfn.grad(loss)(p, xb, yb), "batch"), lr), "batch",
+                   in_axes=(None, 0, 0), out_axes=None)
   start = time.perf_counter()
   for i in range(steps):
     if i == 1: start = time.perf_counter()  # the first step compiles: time the others
-    grads = grads_of(params, xs, ys)
-    params = sgd(params, tgfn.tree.map(lambda g: g[0], grads), lr)  # the members' copies are equal: take one
-    tgfn.Array.realize_all(tgfn.tree.leaves(params))
+    params = step(params, xs, ys)
   return params, (time.perf_counter() - start) / max(1, steps - 1)
 
 
