@@ -41,15 +41,6 @@ def main(case: str) -> int:
     errors["psum jvp"] = float(tnp.abs(tangent[0] - 2 * (psum(x)[0])).max())
     print(f"process {me}: errors {errors} pmax {top.tolist() == want_top}", flush=True)
     return 0
-  if case == "bucket":  # a pmean of a tree of gradients: one MPI allreduce for all its leaves
-    calls = []
-    allreduce = tgfn.distributed.allreduce
-    tgfn.distributed.allreduce = lambda x, op: calls.append(op) or allreduce(x, op)
-    tree = {"w": tnp.ones((2, 3, 4)) * (me + 1), "b": tnp.arange(2.0).reshape(2, 1) + me, "s": tnp.ones(2) * me}
-    mean = tgfn.pmap(lambda t: lax.pmean(t, "i"), "i")(tree)
-    got = {k: v.numpy()[0].tolist() for k, v in mean.items()}
-    print(f"process {me}: {len(calls)} allreduce(s) {got}", flush=True)
-    return 0
   if case == "mismatch":  # the processes bring different shapes
     try:
       psum(tnp.ones((1, 2 + me))).numpy()

@@ -43,14 +43,6 @@ def test_derivatives_pass_through_collectives_that_span_the_processes():
     assert want in run.stdout, run.stdout + run.stderr
 
 
-def test_a_pmean_of_a_tree_is_one_allreduce():
-  run = _mpirun(str(ROOT / "tests/distributed/mpi_program.py"), "bucket")
-  assert run.returncode == 0, run.stdout + run.stderr
-  for rank in (0, 1):  # members hold 1, 1, 2, 2 (w); 0, 1, 1, 2 (b); 0, 0, 1, 1 (s)
-    want = f"process {rank}: 1 allreduce(s) {{'w': {[[1.5] * 4] * 3}, 'b': [1.0], 's': 0.5}}"
-    assert want in run.stdout, run.stdout + run.stderr
-
-
 def test_shapes_that_differ_between_processes_are_a_clear_error():
   run = _mpirun(str(ROOT / "tests/distributed/mpi_program.py"), "mismatch")
   assert run.returncode != 0

@@ -61,15 +61,6 @@ def _lower(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
   return out
 
 
-def _combine_here(node: UOp, srcs: list[UOp], mesh: Mesh) -> Array:
-  """This process's part of a psum/pmax/pmin/psum_scatter: its devices' values combined on its first device."""
-  combine = {"pmax": tnp.maximum, "pmin": tnp.minimum}.get(node.arg.kind, tnp.add)
-  here = [to_device(Array(u), mesh.device_names[0]) for u in srcs]
-  local = here[0]
-  for v in here[1:]: local = combine(local, v).astype(node.dtype)
-  return local
-
-
 def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
   """A collective over an axis that spans processes (a pmap after tgfn.distributed.initialize()): this
   process's devices are members process_index * n ... + n - 1. Combine them here, on the first device,
@@ -79,11 +70,14 @@ def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]
   spec, first = node.arg, mesh.device_names[0]
   if spec.kind == "axis_index":
     return [Array.const(process_index() * mesh.size + d, node.dtype).uop for d in range(mesh.size)]
-  if spec.kind in _REDUCTIONS:
-    total = allreduce_processes(_combine_here(node, srcs, mesh), _REDUCTIONS[spec.kind])
+  here = [to_device(Array(u), first) for u in srcs]
+  if spec.kind in ("psum", "pmax", "pmin", "psum_scatter"):
+    combine = {"pmax": tnp.maximum, "pmin": tnp.minimum}.get(spec.kind, tnp.add)
+    local = here[0]
+    for v in here[1:]: local = combine(local, v).astype(node.dtype)
+    total = allreduce_processes(local, {"pmax": "max", "pmin": "min"}.get(spec.kind, "sum"))
   elif spec.kind == "all_gather":
-    total = allgather_processes(tnp.concatenate([to_device(Array(u), first) for u in srcs], axis=spec.params[0]),
-                                spec.params[0])
+    total = allgather_processes(tnp.concatenate(here, axis=spec.params[0]), spec.params[0])
   else:
     raise NotImplementedError(f"{spec.kind} across processes: psum, pmean, pmax, pmin, all_gather, psum_scatter and "
                               "axis_index span processes; run the others within one process's devices")
@@ -93,51 +87,15 @@ def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]
   return [to_device(total, device).uop for device in mesh.device_names]
 
 
-# the cross-process reductions, and their MPI operation
-_REDUCTIONS = {"psum": "sum", "pmax": "max", "pmin": "min", "psum_scatter": "sum"}
-_BUCKETED = ("psum", "pmax", "pmin")
-
-
-def _allreduce_bucket(nodes: list[UOp], srcs: list[list[UOp]], mesh: Mesh) -> list[list[UOp]]:
-  """Cross-process psum/pmax/pmin of one kind and dtype, none computed from another (a pmean of the
-  gradients' tree): one MPI allreduce of their values flattened end to end, each cut back out of it."""
-  from tgfn.lax.cross_process import allreduce_processes
-  local = [_combine_here(node, s, mesh) for node, s in zip(nodes, srcs)]
-  total = allreduce_processes(tnp.concatenate([v.reshape(-1) for v in local]), _REDUCTIONS[nodes[0].arg.kind])
-  out, offset = [], 0
-  for v in local:
-    part = total[offset:offset + v.size].reshape(v.shape)
-    offset += v.size
-    out.append([to_device(part, device).uop for device in mesh.device_names])
-  return out
-
-
 def unroll(outputs: Sequence[UOp], inputs: dict[UOp, list[Array]], mesh: Mesh) -> list[list[Array]]:
   """The per-device values of `outputs` (a graph traced on the placeholders in `inputs`), given each
-  placeholder's block on every device of `mesh` (row-major order).
-
-  Nodes are visited by collective depth (how many collectives lie on the longest path to them), so the
-  collectives of one depth, none computed from another, are lowered together: across processes those of
-  one kind and dtype share one MPI call."""
+  placeholder's block on every device of `mesh` (row-major order)."""
   devices, n = mesh.device_names, mesh.size
-  lowered = lambda u: u.op is Ops.COLLECTIVE and all(a in mesh.axis_names for a in u.arg.axes)  # noqa: E731
-  order = toposort(list(outputs))
-  depth: dict[UOp, int] = {}
-  for node in order: depth[node] = max((depth[s] for s in node.src), default=0) + lowered(node)
-  position = {node: i for i, node in enumerate(order)}
-  order.sort(key=lambda u: (depth[u], not lowered(u), position[u]))  # a depth's collectives before what reads them
   values: dict[UOp, list[UOp]] = {}
-  for node in order:
-    if node in values: continue  # lowered with its bucket
+  for node in toposort(list(outputs)):
     if node in inputs: values[node] = [a.uop for a in inputs[node]]
-    elif lowered(node):
-      if mesh.processes > 1 and node.arg.kind in _BUCKETED:
-        bucket = [u for u in order if lowered(u) and depth[u] == depth[node] and u not in values and
-                  (u.arg.kind, u.arg.axes, u.dtype) == (node.arg.kind, node.arg.axes, node.dtype)]
-        for u, v in zip(bucket, _allreduce_bucket(bucket, [[values[s][d] for s in u.src for d in range(n)] for u in bucket],
-                                                  mesh)):
-          values[u] = v
-      else: values[node] = _lower(node, [values[s][d] for s in node.src for d in range(n)], mesh)
+    elif node.op is Ops.COLLECTIVE and all(a in mesh.axis_names for a in node.arg.axes):
+      values[node] = _lower(node, [values[s][d] for s in node.src for d in range(n)], mesh)
     elif node.op in (Ops.BUFFER, Ops.PLACEHOLDER):  # data from outside the function: a copy per device
       values[node] = [to_device(Array(node), dev).uop for dev in devices]
     elif not node.src: values[node] = [node] * n
