@@ -84,7 +84,13 @@ def _source_identity() -> str:
 
 
 def compiler_key(device: str) -> str:
-  return getattr(Device[device].compiler, "cachekey", "")
+  """The device's compiler identity (for the CPU: command, flags, CPU model, -march=native macros)."""
+  return _compiler_key(Device.backend(device), os.environ.get("CC"))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_key(backend: str, cc: Optional[str]) -> str:  # once per process (the CPU's reads /proc/cpuinfo)
+  return getattr(Device[backend].compiler, "cachekey", "")
 
 
 @dataclass
