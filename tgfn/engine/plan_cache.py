@@ -72,7 +72,7 @@ def _spell(arg: Any) -> str:
 def _source_identity() -> str:
   """Path, size and modification time of every Python file of tgfn and its drivers: any edit, install or
   upgrade changes it (a stat per file, about a millisecond, where hashing the contents takes ten)."""
-  digest = hashlib.sha256()
+  digest, seen = hashlib.sha256(), 0
   tgfn_root = Path(__file__).resolve().parent.parent
   for root in (tgfn_root, tgfn_root.parent / "tgfn_drivers"):
     for folder, subfolders, files in os.walk(root):
@@ -80,7 +80,8 @@ def _source_identity() -> str:
       for name in sorted(f for f in files if f.endswith(".py")):
         st = os.stat(os.path.join(folder, name))
         digest.update(f"{folder}/{name}:{st.st_size}:{st.st_mtime_ns}\0".encode())
-  return digest.hexdigest()
+        seen += 1
+  return digest.hexdigest() if seen else ""  # '' (no plans): sources not in folders, e.g. a zip import
 
 
 def compiler_key(device: str) -> str:
@@ -119,10 +120,11 @@ def graph_key(inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[i
       lines.append(f"{u.op.name} {u.dtype.name if u.dtype is not None else None} {arg} {[index[s] for s in u.src]}")
   except _Unkeyable:
     return None
+  if not (code := _source_identity()): return None
   default = Device.DEFAULT
   lines += [f"outputs {[index[o] for o in outputs]}", f"donated {sorted(donated)}",
             f"switches {[os.environ.get(k, '') for k in CODEGEN_SWITCHES]} beam {beam_width()} device {default}",
-            f"compiler {compiler_key(default)}", f"code {_source_identity()} format {PLAN_FORMAT}",
+            f"compiler {compiler_key(default)}", f"code {code} format {PLAN_FORMAT}",
             f"python {sys.implementation.cache_tag}"]
   return GraphKey(hashlib.sha256("\n".join(lines).encode()).hexdigest(), captured)
 
