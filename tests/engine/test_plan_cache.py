@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,29 @@ def test_a_damaged_plan_is_ignored_and_rewritten(cache, damage):
   assert _counts() == (0, 2, 2)  # a miss, compiled and stored again
   np.testing.assert_array_equal(np.asarray(tgfn.jit(_layer)(*_inputs())), expected)
   assert _counts() == (1, 2, 2)
+
+
+def test_a_plan_whose_kernels_cannot_be_loaded_is_recompiled_with_a_warning(cache, monkeypatch):
+  expected = np.asarray(tgfn.jit(_layer)(*_inputs()))
+  (path,) = _plan_files(cache)
+  payload = json.loads(path.read_bytes()[37:])
+  payload["kernels"][0][1] = "NO_SUCH_DEVICE"
+  cache_write("plans", path.name, json.dumps(payload).encode())
+  monkeypatch.setattr("tgfn.device._warned", set())
+  with pytest.warns(RuntimeWarning, match="jit plan cache entry whose kernels could not be loaded"):
+    np.testing.assert_array_equal(np.asarray(tgfn.jit(_layer)(*_inputs())), expected)
+  assert _counts() == (0, 2, 2)
+
+
+def test_threads_compiling_one_function_at_once_leave_a_sound_plan(cache):
+  expected = np.asarray(tgfn.jit(_layer)(*_inputs()))
+  for p in _plan_files(cache): p.unlink()
+  with ThreadPoolExecutor(4) as pool:
+    results = list(pool.map(lambda _: np.asarray(tgfn.jit(_layer)(*_inputs())), range(4)))
+  for r in results: np.testing.assert_array_equal(r, expected)
+  assert len(_plan_files(cache)) == 1 and not list((cache / "plans").glob("*/*.tmp"))
+  np.testing.assert_array_equal(np.asarray(tgfn.jit(_layer)(*_inputs())), expected)
+  assert Counters.hits >= 1 and Counters.stores >= 2
 
 
 def test_donation_is_replayed_from_the_plan(cache):

@@ -155,12 +155,12 @@ class CompiledGraph:
                              dict(self.donation), {d: plan_caching.compiler_key(d) for d in sorted(devices)})
 
   def _restore(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
-    """Take slots, steps and kernels from a stored plan; the captured constants are this trace's."""
+    """Take slots, steps and kernels from a stored plan (its programs loaded); the captured constants are
+    this trace's."""
     self.slots = [SlotInfo(device, size, dtype, shape) for device, size, dtype, shape in plan.slots]
     self.fixed = {s: captured[c].buffer for s, c in plan.captured.items()}
-    programs = plan_caching.load_programs(plan.kernels)
     kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
-               for k, program in zip(plan.kernels, programs)]
+               for k, program in zip(plan.kernels, plan.programs)]
     self.steps = [Step(None if k < 0 else kernels[k], None, slots, n_out) for k, slots, n_out in plan.steps]
     self.output_slots = list(plan.outputs)
     self.donation = dict(plan.donation)

@@ -25,14 +25,14 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn import helpers
 from tgfn.codegen.opts import Opt, OptOps
 from tgfn.codegen.search import beam_width
-from tgfn.device import Device, cache_read, cache_write
+from tgfn.device import Device, cache_read, cache_write, warn_once
 from tgfn.dtype import DType, dtype_from_name
 from tgfn.engine.batch_cache import CODEGEN_SWITCHES
 from tgfn.uop.ops import Ops, UOp, toposort
@@ -151,6 +151,7 @@ class Plan:
   outputs: list[int]
   donation: dict[int, int]
   compilers: dict[str, str]
+  programs: list[Callable[..., None]] = field(default_factory=list)  # the kernels' programs, once loaded
 
   def to_json(self) -> bytes:
     return json.dumps({
@@ -182,7 +183,8 @@ class Plan:
 
 
 def load(key: GraphKey, n_inputs: int) -> Optional[Plan]:
-  """The plan stored under `key`, or None: missing, damaged, or made for another compiler."""
+  """The plan stored under `key` with its kernels loaded, or None: missing, damaged, made for another
+  compiler, or its kernels cannot be loaded (then with a warning)."""
   if (payload := cache_read("plans", key.key)) is None:
     Counters.misses += 1
     return None
@@ -190,6 +192,13 @@ def load(key: GraphKey, n_inputs: int) -> Optional[Plan]:
     plan = Plan.parse(payload, n_inputs, len(key.captured))
     if any(compiler_key(device) != ck for device, ck in plan.compilers.items()): raise ValueError("another compiler")
   except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+    Counters.misses += 1
+    return None
+  try:
+    plan.programs = load_programs(plan.kernels)
+  except Exception as e:  # parsed, but names a device this process lacks, or a function its binary lacks
+    warn_once("jit plan", f"ignoring a jit plan cache entry whose kernels could not be loaded ({e!r}); compiling "
+                          f"the function again")
     Counters.misses += 1
     return None
   Counters.hits += 1
