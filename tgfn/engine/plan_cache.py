@@ -12,7 +12,8 @@ fill, each kernel's device, function name and C source (the driver's own disk ca
 binaries), the launch steps over slots, the output slots and the donation plan.
 
 A damaged, truncated or unreadable entry is a miss (its hash check or `Plan.parse` rejects it) and is
-rewritten; entries are written to a temporary file and renamed, so concurrent writers never tear one.
+rewritten, as is (with a warning) one whose kernels cannot be loaded; entries are written to a
+temporary file and renamed, so concurrent writers never tear one.
 Graphs with a loop, branch or host call (a CALL or HOST node), or with an argument that has no stable
 spelling, are not kept. TGFN_DISABLE_PLAN_CACHE=1 turns it off; SPEC=1, DEBUG=3 and up, DEBUG_NANS,
 VIZ and process-replay capture bypass it, since they look at the graphs and kernels being built.
@@ -102,6 +103,7 @@ class GraphKey:
 
 def graph_key(inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int]) -> Optional[GraphKey]:
   """The disk key of compiling `outputs` over the placeholders `inputs`, or None if the graph cannot be kept."""
+  if any(p.op is not Ops.PLACEHOLDER for p in inputs): return None
   position = {p: i for i, p in enumerate(inputs)}
   captured: list[UOp] = []
   index: dict[UOp, int] = {}
