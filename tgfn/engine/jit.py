@@ -7,6 +7,8 @@ except that an output may take over the memory of a *donated* input).
 Replaying a call is: bind inputs, allocate outputs, run the prepared (program, slots) list.
 A CALL (a sub-graph: loop, branch, checkpoint) is one step that writes all of the call's outputs; its
 runner (tgfn/engine/call.py) replays the body's own compiled graph, so loops run inside the replay.
+A jitted function's graph without calls is kept on disk (tgfn/engine/plan_cache.py): slots, steps and
+kernel sources, so another process rebuilds it without scheduling.
 """
 from __future__ import annotations
 

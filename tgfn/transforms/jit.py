@@ -3,8 +3,9 @@
 The cache key is the input pytree structure, each leaf's (shape, dtype, device) -- or its Python
 type for a scalar, which is traced, so a new value does not retrace -- and the static arguments'
 values. On a miss the function is traced on placeholders (values are abstract: Python control flow
-on them raises ConcretizationError) and its outputs compiled into a CompiledGraph; on a hit the
-inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
+on them raises ConcretizationError) and its outputs compiled into a CompiledGraph -- or, for a graph
+compiled before in any process, loaded from the disk plan cache (tgfn/engine/plan_cache.py); on a hit
+the inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
 transform), a jitted function becomes one CALL node of its traced body there (tgfn/transforms/subgraph.py).
 """
 from __future__ import annotations
