@@ -170,16 +170,20 @@ class Plan:
     """The plan in `payload`; ValueError (or KeyError, TypeError, IndexError) if it is not a consistent one."""
     d = json.loads(payload)
     if d["format"] != PLAN_FORMAT: raise ValueError("another plan format")
-    slots = [(str(dev), int(size), dtype_from_name(dt), tuple(int(n) for n in shape)) for dev, size, dt, shape in d["slots"]]
-    kernels = [StoredKernel(str(name), str(dev), str(sym), str(src), int(flops), [Opt(OptOps[o], int(a), int(n)) for o, a, n in opts])
+    slots = [(str(dev), int(size), dtype_from_name(dt), tuple(int(n) for n in shape))
+             for dev, size, dt, shape in d["slots"]]
+    kernels = [StoredKernel(str(name), str(dev), str(sym), str(src), int(flops),
+                            [Opt(OptOps[o], int(a), int(n)) for o, a, n in opts])
                for name, dev, sym, src, flops, opts in d["kernels"]]
-    steps = [(int(k), tuple(int(s) for s in slots_), int(n)) for k, slots_, n in d["steps"]]
+    steps = [(int(k), tuple(int(s) for s in step_slots), int(n)) for k, step_slots, n in d["steps"]]
     plan = Plan(slots, {int(s): int(c) for s, c in d["captured"]}, kernels, steps, [int(s) for s in d["outputs"]],
                 {int(o): int(i) for o, i in d["donation"]}, {str(k): str(v) for k, v in d["compilers"].items()})
     n = len(slots)
+    in_range = lambda ss: all(0 <= s < n for s in ss)  # noqa: E731
     ok = n >= n_inputs and all(0 <= c < n_captured and n_inputs <= s < n for s, c in plan.captured.items())
-    ok = ok and all(-1 <= k < len(kernels) and 1 <= n_out <= len(ss) and all(0 <= s < n for s in ss) for k, ss, n_out in steps)
-    ok = ok and all(0 <= s < n for s in plan.outputs) and all(o in plan.outputs and 0 <= i < n_inputs for o, i in plan.donation.items())
+    ok = ok and all(in_range(ss) and (0 <= k < len(kernels) and 1 <= n_out <= len(ss) or k == -1 and n_out == 1 and
+                                      len(ss) == 2) for k, ss, n_out in steps)
+    ok = ok and in_range(plan.outputs) and all(o in plan.outputs and 0 <= i < n_inputs for o, i in plan.donation.items())
     if not ok: raise ValueError("slot numbers out of range")
     return plan
 
