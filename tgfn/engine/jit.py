@@ -7,6 +7,8 @@ except that an output may take over the memory of a *donated* input).
 Replaying a call is: bind inputs, allocate outputs, run the prepared (program, slots) list.
 A CALL (a sub-graph: loop, branch, checkpoint) is one step that writes all of the call's outputs; its
 runner (tgfn/engine/call.py) replays the body's own compiled graph, so loops run inside the replay.
+A jitted function's graph without calls is kept on disk (tgfn/engine/plan_cache.py): slots, steps and
+kernel sources, so another process rebuilds it without scheduling.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
+from tgfn.engine import plan_cache as plan_caching
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.realize import _ENVIRON, CompiledKernel, Counters, _debug, _nans, compile_kernels
 from tgfn.ops.host import run_host
@@ -72,10 +75,27 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
 
 
 class CompiledGraph:
-  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit"):
+  def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit",
+               plan_cache: bool = False):
+    """Compile `outputs` over the placeholders `inputs`. With `plan_cache`, a graph compiled before (in any
+    process) is loaded from the disk plan cache instead of scheduled (tgfn/engine/plan_cache.py);
+    `from_plan` says whether it was."""
     self.name = name  # what DEBUG lines call it
-    outputs = bake_params(outputs)
     self.n_inputs = len(inputs)
+    key = plan_caching.graph_key(inputs, outputs, donated) if plan_cache and plan_caching.enabled() else None
+    plan = plan_caching.load(key, len(inputs)) if key is not None else None
+    self.from_plan = plan is not None
+    if plan is not None: self._restore(plan, key.captured)
+    else:
+      slot_of = self._schedule(inputs, bake_params(outputs))
+      self.donation = self._plan_donation(set(donated))
+      if key is not None and (stored := self._as_plan(slot_of, key.captured)) is not None:
+        plan_caching.store(key, stored)
+    self._plan_intermediates()
+    self._prepare_launches()
+
+  def _schedule(self, inputs: Sequence[UOp], outputs: Sequence[UOp]) -> dict[UOp, int]:
+    """Schedule and compile: fill slots, captured constants, steps and output slots. Returns node -> slot."""
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
     self.slots = [SlotInfo.of(p) for p in inputs]
     self.fixed: dict[int, Buffer] = {}   # captured constants and planned intermediates
@@ -114,8 +134,40 @@ class CompiledGraph:
     for step, kernel in zip(kernel_steps, compile_kernels([(s.lowered, self.slots[s.slots[0]].device) for s in kernel_steps])):
       step.kernel = kernel
     self.output_slots = [slot(o) for o in outputs]
-    self._plan_intermediates()
-    self.donation = self._plan_donation(set(donated))
+    return slot_of
+
+  def _as_plan(self, slot_of: dict[UOp, int], captured: list[UOp]) -> Optional[plan_caching.Plan]:
+    """This graph as a plan for the disk (before intermediates are planned), or None if it cannot be one."""
+    if any(step.call is not None for step in self.steps): return None
+    captured_index = {u: i for i, u in enumerate(captured)}
+    node_of = {s: u for u, s in slot_of.items()}
+    if any(node_of[s] not in captured_index for s in self.fixed): return None  # a constant the key did not number
+    kernel_index: dict[int, int] = {}
+    kernels: list[plan_caching.StoredKernel] = []
+    steps = []
+    for step in self.steps:
+      k = step.kernel
+      if k is not None and id(k) not in kernel_index:
+        kernel_index[id(k)] = len(kernels)
+        kernels.append(plan_caching.StoredKernel(k.name, k.device, k.symbol or k.name, k.source, k.flops, k.opts))
+      steps.append((-1 if k is None else kernel_index[id(k)], step.slots, step.n_outputs))
+    devices = {info.device for info in self.slots} | {k.device for k in kernels}
+    return plan_caching.Plan([(i.device, i.size, i.dtype, i.shape) for i in self.slots],
+                             {s: captured_index[node_of[s]] for s in self.fixed}, kernels, steps, self.output_slots,
+                             dict(self.donation), {d: plan_caching.compiler_key(d) for d in sorted(devices)})
+
+  def _restore(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
+    """Take slots, steps and kernels from a stored plan (its programs loaded); the captured constants are
+    this trace's."""
+    self.slots = [SlotInfo(device, size, dtype, shape) for device, size, dtype, shape in plan.slots]
+    self.fixed = {s: captured[c].buffer for s, c in plan.captured.items()}
+    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
+               for k, program in zip(plan.kernels, plan.programs)]
+    self.steps = [Step(None if k < 0 else kernels[k], None, slots, n_out) for k, slots, n_out in plan.steps]
+    self.output_slots = list(plan.outputs)
+    self.donation = dict(plan.donation)
+
+  def _prepare_launches(self) -> None:
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
     # the launch list the replay loop walks: (program, slots, kind): a kernel takes raw arguments, a call
     # its slots' Buffers, a copy (program None) copies slot 1 into slot 0

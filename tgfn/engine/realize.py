@@ -52,12 +52,15 @@ class CompiledKernel:
   lowered: Optional[LoweredKernel] = field(default=None, repr=False)
   _linear: Optional[list[UOp]] = field(default=None, repr=False)
   compile_s: float = field(default=0.0, repr=False)  # seconds codegen and compiling took (DEBUG=2 prints it)
+  symbol: Optional[str] = field(default=None, repr=False)  # its function's name in the binary, if not `name`
 
   @property
   def linear(self) -> list[UOp]:
     """The linear program (a kernel whose source came from the disk cache makes it again on demand)."""
     if self._linear is None:
-      assert self.lowered is not None, "a compiled kernel keeps its lowered form or its linear program"
+      if self.lowered is None:  # loaded by a jitted function from the plan cache (tgfn/engine/plan_cache.py)
+        raise ValueError(f"kernel {self.name} was loaded from the jit plan cache and has no linear program; "
+                         f"jit(f).lower(...) compiles afresh and keeps it")
       self._linear = prepare_kernel(self.lowered, self.device, self.opts).linear
     return self._linear
 
@@ -216,7 +219,7 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
   if stored is None and disk_key is not None: batch_cache.store(disk_key, records)
   Counters.kernels_compiled += len(kernels)
   each = (time.perf_counter() - start) / len(kernels)  # one batch: its time shared out
-  return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear, each))
+  return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear, each, r.symbol))
           for key, k, program, r, linear in zip(keys, kernels, programs, records, linears)]
 
 

@@ -3,8 +3,9 @@
 The cache key is the input pytree structure, each leaf's (shape, dtype, device) -- or its Python
 type for a scalar, which is traced, so a new value does not retrace -- and the static arguments'
 values. On a miss the function is traced on placeholders (values are abstract: Python control flow
-on them raises ConcretizationError) and its outputs compiled into a CompiledGraph; on a hit the
-inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
+on them raises ConcretizationError) and its outputs compiled into a CompiledGraph -- or, for a graph
+compiled before in any process, loaded from the disk plan cache (tgfn/engine/plan_cache.py); on a hit
+the inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
 transform), a jitted function becomes one CALL node of its traced body there (tgfn/transforms/subgraph.py).
 """
 from __future__ import annotations
@@ -243,7 +244,8 @@ class JitFunction:
     plan = _StatePlan([t for t, _ in implicit], writebacks, n_outputs)
     return holders + [h for _, h in implicit], outs, out_tree, plan, input_plan
 
-  def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple) -> _Entry:
+  def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple,
+               plan_cache: bool = True) -> _Entry:
     if _log_compiles(): print(self._explain(key), file=sys.stderr)
     elif len(self._keys_seen) == RETRACE_WARNING_AFTER:  # once per function, unless compiles are logged anyway
       warnings.warn(f"{self._explain(key)}\n  {fn_name(self.fun)} has now compiled {len(self._keys_seen) + 1} times; "
@@ -260,14 +262,15 @@ class JitFunction:
       inputs = [made_uop for _, _, made_uop in input_plan] + inputs[len(leaves):]
       donated = [k for k, (i, dtype, _) in enumerate(input_plan) if dtype is None and i in set(donated)]
       input_plan = [(i, dtype) for i, dtype, _ in input_plan]
-    with search.beam(self.beam): graph = CompiledGraph(inputs, [o.uop for o in outs], donated, fn_name(self.fun))
+    with search.beam(self.beam):
+      graph = CompiledGraph(inputs, [o.uop for o in outs], donated, fn_name(self.fun), plan_cache=plan_cache)
     track_end(graph.kernels)
     # an output that is a traced input's placeholder is that input itself: keep the input's position (not
     # this call's value), so every later call returns its own argument. Implicit inputs are not leaves:
     # an output equal to one is computed (copied) instead.
     index = {h.uop: i for i, h in enumerate(holders[:len(leaves)])}
+    if key not in self._cache: self._keys_seen.append(key)  # (lower() recompiles an entry from the plan cache)
     entry = self._cache[key] = _Entry(graph, out_tree, [index.get(o.uop) for o in outs], plan, input_plan)
-    self._keys_seen.append(key)
     return entry
 
   def _donated_leaves(self, args: tuple) -> list[int]:
@@ -302,7 +305,11 @@ class JitFunction:
     bound = _bind_leaves(leaves, compute=False)
     if bound is None: raise TypeError("jit(...).lower needs concrete arguments, got traced values")
     key = (in_tree, bound[0], static)
-    with self._compile_lock: entry = self._cache.get(key) or self._compile(key, args, kwargs, leaves, in_tree, static)
+    with self._compile_lock:
+      entry = self._cache.get(key)
+      # kernels loaded from the plan cache keep only their sources: lowering shows the full kernels
+      if entry is None or entry.graph.from_plan:
+        entry = self._compile(key, args, kwargs, leaves, in_tree, static, plan_cache=False)
     return Lowered(entry.graph)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
