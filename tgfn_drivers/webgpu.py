@@ -219,8 +219,11 @@ def _pipeline(src: str, entry: str, bindings: list[str]) -> int:
   """The id of the browser's pipeline for `src`, built on first use."""
   if src not in _pipelines:
     pipe = next(_pipe_ids)
-    answer = browser().call({"op": "compile", "id": pipe, "src": src, "entry": entry, "bindings": bindings})
-    if "error" in answer: raise RuntimeError(f"WebGPU could not build kernel {entry}: {answer['error']}\n--- source ---\n{src}")
+    try:  # a parse error arrives as the device's error, a pipeline's as the answer's
+      answer = browser().call({"op": "compile", "id": pipe, "src": src, "entry": entry, "bindings": bindings})
+      if "error" in answer: raise RuntimeError(answer["error"])
+    except RuntimeError as e:
+      raise RuntimeError(f"WebGPU could not build kernel {entry}: {e}\n--- source ---\n{src}") from e
     compile_times_ms.append(answer["ms"])
     _pipelines[src] = pipe
   return _pipelines[src]

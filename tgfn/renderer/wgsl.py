@@ -16,7 +16,8 @@ plain operators, as the C family's does; what WGSL adds:
     `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 + - * / result
     therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero is `gid.x >> 31`:
     0 at run time (grids are smaller than 2**31) but unknown to the compiler, so each op rounds once,
-    where tgfn/uop/alu.py says. NaN tests (`x != x`, from lower_semantics) compare bits, for the same reason.
+    where tgfn/uop/alu.py says. For the same reason NaN never reaches a float comparison or a float -> bool
+    cast (SwiftShader assumes there is none: NaN cast to False): they test its bits first.
   - transcendentals are WGSL's own (exp2, log2, sin, cos): codegen's polynomial versions need 64-bit
     integers (sin's argument reduction); their accuracy is the platform's (docs/backends.md).
   - scalar parameters arrive as the u32 words of one read-only storage buffer, bound after the buffers.
@@ -55,7 +56,9 @@ _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|", Ops.AND: "&", Ops.OR
 _OBSERVING = {Ops.IDIV, Ops.MOD, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.CAST}
 _MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
-            "tg_f32": "fn tg_f32(bits: u32) -> f32 { return bitcast<f32>(bits); }\n"}
+            "tg_f32": "fn tg_f32(bits: u32) -> f32 { return bitcast<f32>(bits); }\n",
+            "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || a != b; }\n",
+            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n"}
 
 
 def unsupported(what: str, dtype: DType) -> NotImplementedError:
@@ -193,7 +196,9 @@ class WGSLRenderer(CStyleRenderer):
     bindings = [self._binding(i, dt, i in written) for i, dt in enumerate(buffer_dtypes)]
     if param_dtypes: bindings.append(f"@group(0) @binding({len(buffer_dtypes)}) var<storage, read> params: array<u32>;\n")
     body = "\n".join(lines)
-    helpers = "".join(text for fn, text in _HELPERS.items() if f"{fn}(" in body)
+    used = {fn for fn in _HELPERS if f"{fn}(" in body}
+    if used & {"tg_ne", "tg_lt"}: used.add("tg_isnan")
+    helpers = "".join(text for fn, text in _HELPERS.items() if fn in used)
     return (f"// tgfn launch: global={','.join(map(str, sizes))}\n{''.join(bindings)}{helpers}"
             f"@compute @workgroup_size({WORKGROUP_X})\nfn {name}(@builtin(global_invocation_id) gid: vec3<u32>) {{\n{body}\n}}\n")
 
@@ -239,7 +244,9 @@ class WGSLRenderer(CStyleRenderer):
         raise unsupported("bit casts", srcs[0].dtype if srcs[0].dtype.name not in MEMORY_DTYPES else u.dtype)
       return f"bitcast<{self.type(u.dtype)}>({ref(srcs[0])})"
     if op is Ops.WHERE: return f"select({ref(srcs[2])}, {ref(srcs[1])}, {ref(srcs[0])})"
-    if op is Ops.CMPNE and srcs[0] is srcs[1] and srcs[0].dtype.is_float: return f"tg_isnan({ref(srcs[0])})"
+    if op in (Ops.CMPNE, Ops.CMPLT) and srcs[0].dtype.is_float:  # NaN tests in bits: see the module's docstring
+      if op is Ops.CMPNE and srcs[0] is srcs[1]: return f"tg_isnan({ref(srcs[0])})"
+      return f"{'tg_ne' if op is Ops.CMPNE else 'tg_lt'}({ref(srcs[0])}, {ref(srcs[1])})"
     if len(srcs) == 1: out = self.unary(op, ref(srcs[0]), u.dtype)
     else: out = self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype)
     return _opaque(out) if u.dtype is dtypes.float32 and op in _ROUNDING else out
@@ -264,8 +271,11 @@ class WGSLRenderer(CStyleRenderer):
   def cast(self, x: str, src: DType, dst: DType) -> str:
     for dt in (src, dst):
       if dt.name not in WGSL.types: raise unsupported("values", dt)
+    if dst.is_bool and src.is_float: return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"  # NaN is True, -0.0 False
     if dst.is_bool: return f"({x} != {self.const(0, src)})" if not src.is_bool else x
     if src.is_bool: return f"select({self.const(0, dst)}, {self.const(1, dst)}, {x})"
+    if src is dtypes.uint32 and dst is dtypes.float32:  # two exact halves, one rounding (SwiftShader's f32(u32) is off)
+      return _opaque(f"(f32({x} >> 16u) * 65536.0f + f32({x} & 0xffffu))")
     return f"{self.type(dst)}({x})"  # i32 <-> u32 keep the bits; float -> int is in range (lower_semantics)
 
 
