@@ -171,26 +171,33 @@ def browser() -> _Browser:
 def _words(nbytes: int) -> int: return max(4, -(-nbytes // 4) * 4)  # WebGPU copies whole 4-byte words
 
 
+class GPUBuffer:
+  """A buffer in the browser, named by an integer. Not an int itself: tgfn.engine.call takes an int handle
+  for a raw address and makes views by adding offsets, which here would name another buffer."""
+  __slots__ = ("id",)
+  def __init__(self, id: int): self.id = id
+
+
 class WebGPUAllocator(Allocator):
-  """Buffers in the browser, named by integers; copies in queue up, a copy out runs everything queued."""
+  """Buffers in the browser; copies in queue up, a copy out runs everything queued."""
   _ids = itertools.count(1)
 
-  def alloc(self, nbytes: int) -> int:
-    handle = next(self._ids)
-    browser().send({"op": "alloc", "id": handle, "size": _words(nbytes)})
+  def alloc(self, nbytes: int) -> GPUBuffer:
+    handle = GPUBuffer(next(self._ids))
+    browser().send({"op": "alloc", "id": handle.id, "size": _words(nbytes)})
     return handle
 
-  def free(self, handle: int) -> None:
-    if _browser is not None and _browser.process.poll() is None: _browser.send({"op": "free", "id": handle})
+  def free(self, handle: GPUBuffer) -> None:
+    if _browser is not None and _browser.process.poll() is None: _browser.send({"op": "free", "id": handle.id})
 
-  def copyin(self, handle: int, data: memoryview) -> None:
+  def copyin(self, handle: GPUBuffer, data: memoryview) -> None:
     if not data.nbytes: return
     raw = bytes(data) + b"\0" * (_words(data.nbytes) - data.nbytes)
-    browser().send({"op": "write", "id": handle, "data": base64.b64encode(raw).decode()})
+    browser().send({"op": "write", "id": handle.id, "data": base64.b64encode(raw).decode()})
 
-  def copyout(self, handle: int, nbytes: int) -> bytes:
+  def copyout(self, handle: GPUBuffer, nbytes: int) -> bytes:
     if not nbytes: return b""
-    return base64.b64decode(browser().call({"op": "read", "id": handle, "size": _words(nbytes)})["data"])[:nbytes]
+    return base64.b64decode(browser().call({"op": "read", "id": handle.id, "size": _words(nbytes)})["data"])[:nbytes]
 
 
 _BINDING = re.compile(r"@binding\((\d+)\) var<storage, (read|read_write)>")
@@ -261,4 +268,8 @@ def synchronize() -> None:
   browser().call({"op": "sync"})
 
 
-DEVICE = Compiled("WEBGPU", WebGPUAllocator(), WGSLRenderer(), WebGPUCompiler(), WebGPUProgram, scalar_arg=scalar_arg)
+def kernel_arg(handle: GPUBuffer) -> int: return handle.id
+
+
+DEVICE = Compiled("WEBGPU", WebGPUAllocator(), WGSLRenderer(), WebGPUCompiler(), WebGPUProgram, scalar_arg=scalar_arg,
+                  kernel_arg=kernel_arg)

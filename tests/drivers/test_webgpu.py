@@ -166,3 +166,12 @@ def test_every_kernel_states_its_grid() -> None:
   with pytest.raises(ValueError, match="tgfn launch"):
     parse_launch("fn k() {}")
   assert re.match(r"E_\w+", "E_3") and parse_launch("// tgfn launch: global=3,1,1\nfn E_3(@builtin(x) g: u32) {}") == ("E_3", (3, 1, 1))
+
+
+def test_loop_bodies_need_buffer_views(monkeypatch) -> None:
+  """A scan's steps write through views at an offset; WebGPU has none, so it says so (a view made by
+  adding an offset to a buffer's id would have named another buffer)."""
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  with pytest.raises(NotImplementedError, match="no buffer views on device WEBGPU"):
+    lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.ones((4, 3)))
