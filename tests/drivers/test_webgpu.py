@@ -174,4 +174,5 @@ def test_loop_bodies_need_buffer_views(monkeypatch) -> None:
   _webgpu_or_skip()
   monkeypatch.setenv("DEV", "WEBGPU")
   with pytest.raises(NotImplementedError, match="no buffer views on device WEBGPU"):
-    lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.ones((4, 3)))
+    carry, _ = lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.ones((4, 3)))
+    carry.numpy()
