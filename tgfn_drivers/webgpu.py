@@ -33,6 +33,7 @@ import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
 from tgfn.dtype import DType, dtypes
+from tgfn.uop.alu import float_to_bf16_bits
 from tgfn.renderer.wgsl import MEMORY_DTYPES, WGSLRenderer, parse_launch, unsupported, workgroups
 from tgfn_drivers import require_backend
 from tgfn_drivers._webgpu_page import PAGE
@@ -259,8 +260,11 @@ def scalar_arg(value: Any, dtype: DType) -> int:
   """A scalar parameter as the u32 word the kernel reads from its parameter buffer."""
   if dtype.name not in MEMORY_DTYPES: raise unsupported("parameters", dtype)
   if dtype is dtypes.float32: return int(np.array([value], np.float32).view(np.uint32)[0])
+  if dtype is dtypes.float16:  # its bits, rounded once here as a constant of it is
+    with np.errstate(over="ignore"): return int(np.array([value], np.float16).view(np.uint16)[0])
+  if dtype is dtypes.bfloat16: return float_to_bf16_bits(value)
   if dtype is dtypes.bool: return int(bool(value))
-  return int(value) & 0xFFFFFFFF
+  return int(value) & 0xFFFFFFFF  # narrow ints arrive in their range: sign-extended by the kernel's bitcast
 
 
 def synchronize() -> None:

@@ -1,7 +1,7 @@
 """DEV=WEBGPU against the PYTHON reference interpreter: the cases of tests/drivers/backend_cases.py whose
-dtypes WGSL has (32-bit numbers and bool) run on both and must agree -- bit for bit but for the
+dtypes the WGSL renderer has (no 64-bit ones) run on both and must agree -- bit for bit but for the
 transcendentals and the fused reductions; the others must raise NotImplementedError naming the dtype; and
-32-bit versions of those cases run here too. Skipped where Chromium or its WebGPU adapter is missing
+versions of those cases without 64-bit dtypes run here too. Skipped where Chromium or its WebGPU adapter is missing
 (`apt-get install chromium`). Each test starts nothing new: one Chromium serves the process."""
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from tests.drivers import backend_cases
 from tests.drivers.backend_cases import APPROXIMATE, CASES, SPECIAL_F32, _floats, _ints, assert_agree, reference, run_case
 
 # the shared cases WGSL can hold in memory, and the first dtype each of the others needs
-SUPPORTED = ["divide_int32", "divide_uint32", "shift_int32", "nan_max", "reductions", "gathers", "mlp_step"]
-UNSUPPORTED = {"divide_int8": "int8", "divide_int64": "int64", "divide_uint8": "uint8", "shift_int8": "int8",
-               "shift_int64": "int64", "shift_uint8": "uint8", "shift_uint64": "uint64", "casts": "int8",
-               "halves": "float16", "wrapping": "int8", "elementwise": "float64", "transcendentals": "float64",
-               "bitcasts": "int64", "matmuls": "float64"}
+SUPPORTED = ["divide_int8", "divide_int32", "divide_uint8", "divide_uint32", "shift_int8", "shift_int32", "shift_uint8",
+             "nan_max", "halves", "reductions", "gathers", "mlp_step"]
+UNSUPPORTED = {"divide_int64": "int64", "shift_int64": "int64", "shift_uint64": "uint64", "casts": "int64",
+               "wrapping": "int64", "elementwise": "float64", "transcendentals": "float64", "bitcasts": "int64",
+               "matmuls": "float64"}
 
 
 def _webgpu_or_skip():
@@ -36,16 +36,26 @@ def _webgpu_or_skip():
   return webgpu
 
 
+def _halves_of(x: np.ndarray) -> np.ndarray:
+  with np.errstate(over="ignore"): return x.astype(np.float16)  # the large ones become inf
+
+
 def _casts32() -> tuple:
   x = tnp.asarray(SPECIAL_F32)
   i, u = tnp.asarray(_ints("int32", 24, 3)), tnp.asarray(_ints("uint32", 24, 4))
+  narrow = tuple(x.astype(dt) for dt in ("int8", "uint8", "int16", "uint16", "float16", "bfloat16"))
+  i8, h = tnp.asarray(_ints("int8", 24, 5)), tnp.asarray(_halves_of(SPECIAL_F32))
   return (x.astype("int32"), x.astype("uint32"), x.astype("bool"), i.astype("float32"), u.astype("float32"), i.astype("uint32"),
-          u.astype("int32"), (x > 0).astype("int32"), (i > 0).astype("float32"), i.astype("bool"))
+          u.astype("int32"), (x > 0).astype("int32"), (i > 0).astype("float32"), i.astype("bool"), *narrow,
+          i.astype("int8"), u.astype("int16"), i.astype("float16"), i8.astype("uint32"), i8.astype("float16"),
+          h.astype("int8"), h.astype("bfloat16"), h.astype("bool"), (h > 1).astype("float16"))
 
 
 def _wrapping32() -> tuple:
   a, u = tnp.asarray(_ints("int32", 24, 6)), tnp.asarray(_ints("uint32", 24, 7))
-  return a + a, a * a + 7, -a, tnp.abs(a), u * u, u - 5, a - 2147483647, tnp.right_shift(u, 3)
+  a8, a16, u16 = (tnp.asarray(_ints(dt, 24, 8)) for dt in ("int8", "int16", "uint16"))
+  return (a + a, a * a + 7, -a, tnp.abs(a), u * u, u - 5, a - 2147483647, tnp.right_shift(u, 3), -u,
+          a8 + a8, a8 * a8, -a8, a16 * a16 + 3, u16 * u16, u16 - 7, -u16, tnp.left_shift(a8, 3), a8.max())
 
 
 def _elementwise32() -> tuple:
@@ -57,8 +67,13 @@ def _elementwise32() -> tuple:
 def _bitcasts32() -> tuple:
   x = tnp.asarray(SPECIAL_F32)
   i = tnp.asarray(_ints("int32", 24, 12))
+  h = tnp.asarray(_halves_of(SPECIAL_F32))
+  i16 = tnp.asarray(_ints("int16", 24, 13))
   return (lax.bitcast_convert_type(x, "int32"), lax.bitcast_convert_type(x, "uint32"),
-          lax.bitcast_convert_type(i, "float32") * 0, lax.bitcast_convert_type(i, "uint32"))
+          lax.bitcast_convert_type(i, "float32") * 0, lax.bitcast_convert_type(i, "uint32"),
+          lax.bitcast_convert_type(h, "int16"), lax.bitcast_convert_type(h, "uint16"),
+          lax.bitcast_convert_type(i16, "float16"), lax.bitcast_convert_type(i16, "bfloat16").astype("float32"),
+          lax.bitcast_convert_type(tnp.asarray(_ints("uint8", 24, 14)), "int8"))
 
 
 def _matmuls32() -> tuple:
@@ -73,15 +88,17 @@ def _transcendentals32() -> tuple:
   return tnp.exp(x), tnp.log(tnp.abs(x)), tnp.sin(x * 3), tnp.cos(x), tnp.tanh(x), tnp.exp2(x)
 
 
-def _bool_bytes() -> tuple:
-  """Bools are bytes packed four to a word: odd sizes, and loads and stores at every byte offset."""
-  x = tnp.asarray(_floats((13,), 30))
+def _packed_parts() -> tuple:
+  """Bools and 8/16-bit values are parts of u32 words: odd sizes, loads and stores at every offset."""
+  x = tnp.asarray(_floats((13,), 30) * 50)
   b = x > 0
-  return b, ~b, b[1:] & b[:-1], tnp.where(b, x, -x), (b[::3] | (x[:5] < -1)), b.astype("float32")
+  i8, h = x.astype("int8"), x.astype("float16")
+  return (b, ~b, b[1:] & b[:-1], tnp.where(b, x, -x), (b[::3] | (x[:5] < -1)), b.astype("float32"), i8, i8[1:] + i8[:-1],
+          h[::2] * 2, h[1:], x.astype("uint16")[2:], x.astype("bfloat16")[1::3], tnp.where(b, h, -h))
 
 
 CASES32 = {"casts32": _casts32, "wrapping32": _wrapping32, "elementwise32": _elementwise32, "bitcasts32": _bitcasts32,
-           "matmuls32": _matmuls32, "transcendentals32": _transcendentals32, "bool_bytes": _bool_bytes}
+           "matmuls32": _matmuls32, "transcendentals32": _transcendentals32, "packed_parts": _packed_parts}
 # WGSL's own transcendentals (SwiftShader's): exp, exp2, tanh within a few ulp; log within 1e-6 absolute; sin
 # and cos within 3e-4 absolute (docs/backends.md)
 LOOSE = {"transcendentals32": 3e-4}

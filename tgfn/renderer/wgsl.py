@@ -3,10 +3,13 @@ ids of the launch grid (tgfn_drivers/webgpu.py runs them).
 
 The semantics passes (tgfn/codegen/semantics.py) have already made every op defined, so this printer writes
 plain operators, as the C family's does; what WGSL adds:
-  - types: only 32-bit numbers and bool exist without extensions. Buffers may hold float32, int32, uint32
-    and bool (a byte each, packed four to a u32 word; a store sets its byte with two atomics, so neighbours
-    written by other invocations survive). Anything else in memory or as a parameter (float64, int64,
-    uint64, 8/16-bit ints, float16, bfloat16) raises NotImplementedError naming it.
+  - types: only 32-bit numbers and bool exist without extensions. float32, int32 and uint32 are native;
+    bool, int8, uint8 (a byte each), int16, uint16, float16 and bfloat16 (two bytes) are packed in u32
+    words in memory: a store sets its part of a word with two atomics (clear, then set), so neighbours
+    written by other invocations survive. In registers the narrow ints are i32 (sign-extended) or u32
+    (zero-extended), wrapped to their width after every + - * << and negation; the halves are their u32
+    bits, converted by integer code (round to nearest even), and their math is float32 (promote_halves).
+    float64, int64 and uint64 in memory or as parameters raise NotImplementedError naming them.
   - index arithmetic: tgfn computes indices in int64; here they are i32. A value that may not fit 32 bits
     where the difference shows (a division, a comparison, a max, a conversion) raises NotImplementedError,
     as does a kernel over 2**31 elements (`_check_index_ranges`).
@@ -38,12 +41,15 @@ from tgfn.uop.ops import Ops, UOp
 
 WORKGROUP_X = 64  # invocations per workgroup along the innermost axis; y and z: one workgroup per index
 _I32_MIN, _I32_MAX = -2 ** 31, 2 ** 31 - 1
-MEMORY_DTYPES = ("bool", "int32", "uint32", "float32")  # what a buffer or a parameter may hold
+MEMORY_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "float16", "bfloat16", "int32", "uint32", "float32")
+_PACKED = ("bool", "int8", "uint8", "int16", "uint16", "float16", "bfloat16")  # in parts of u32 words
+_NARROW_INTS = ("int8", "uint8", "int16", "uint16")
 
 WGSL = Dialect(
   name="WGSL",
   # int64 is the index dtype: i32 in registers, checked by the renderer
-  types={"bool": "bool", "int32": "i32", "uint32": "u32", "float32": "f32", "int64": "i32"},
+  types={"bool": "bool", "int8": "i32", "int16": "i32", "uint8": "u32", "uint16": "u32", "float16": "u32",
+         "bfloat16": "u32", "int32": "i32", "uint32": "u32", "float32": "f32", "int64": "i32"},
   kernel_prefix="fn", helper_prefix="fn ",
   # x: workgroups of WORKGROUP_X invocations (the last may overshoot); y, z: one workgroup per index
   global_ids=(("i32(gid.x)", 65535 * WORKGROUP_X, True), ("i32(gid.y)", 65535, False), ("i32(gid.z)", 65535, False)))
@@ -58,7 +64,33 @@ _MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", O
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
             "tg_f32": "fn tg_f32(bits: u32) -> f32 { return bitcast<f32>(bits); }\n",
             "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || a != b; }\n",
-            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n"}
+            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n",
+            # float16 and bfloat16 bits <-> float32, in integer code (round to nearest even; f32(m) * 2^-24 is exact)
+            "tg_h2f": """fn tg_h2f(h: u32) -> f32 {
+  let sign = (h & 0x8000u) << 16u; let e = (h >> 10u) & 0x1fu; let m = h & 0x3ffu;
+  if (e == 0u) { return bitcast<f32>(sign | bitcast<u32>(f32(m) * bitcast<f32>(0x33800000u))); }
+  if (e == 31u) { return bitcast<f32>(sign | 0x7f800000u | (m << 13u)); }
+  return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+""",
+            "tg_f2h": """fn tg_f2h(f: f32) -> u32 {
+  let u = bitcast<u32>(f); let sign = (u >> 16u) & 0x8000u; let a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) { return sign | 0x7e00u; }
+  if (a >= 0x477ff000u) { return sign | 0x7c00u; }
+  if (a >= 0x38800000u) { let r = a - 0x38000000u; return sign | ((r + 0xfffu + ((r >> 13u) & 1u)) >> 13u); }
+  if (a <= 0x33000000u) { return sign; }
+  let m = (a & 0x7fffffu) | 0x800000u; let shift = 126u - (a >> 23u); let k = m >> shift;
+  let rest = m & ((1u << shift) - 1u); let tie = 1u << (shift - 1u);
+  return sign | (k + select(0u, 1u, rest > tie || (rest == tie && (k & 1u) != 0u)));
+}
+""",
+            "tg_bf2f": "fn tg_bf2f(b: u32) -> f32 { return bitcast<f32>(b << 16u); }\n",
+            "tg_f2bf": """fn tg_f2bf(f: f32) -> u32 {
+  let u = bitcast<u32>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
+  return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}
+"""}
 
 
 def unsupported(what: str, dtype: DType) -> NotImplementedError:
@@ -122,6 +154,11 @@ class WGSLRenderer(CStyleRenderer):
 
   def const(self, value: object, dtype: DType) -> str:
     if dtype.is_bool: return "true" if value else "false"
+    if dtype is dtypes.bfloat16:
+      from tgfn.uop.alu import float_to_bf16_bits
+      return f"{float_to_bf16_bits(float(value))}u"  # type: ignore[arg-type]
+    if dtype is dtypes.float16:
+      with np.errstate(over="ignore"): return f"{int(np.float16(value).view(np.uint16))}u"
     if dtype.is_float:
       if dtype is not dtypes.float32: raise unsupported("values", dtype)
       with np.errstate(over="ignore"): f = np.float32(value)
@@ -129,8 +166,8 @@ class WGSLRenderer(CStyleRenderer):
       # exact; NaN and infinity through a function call, since a constant expression may not hold them
       return f"{'bitcast<f32>' if np.isfinite(f) else 'tg_f32'}({int(f.view(np.uint32))}u)"
     v = int(value)  # type: ignore[call-overload]
-    if dtype is dtypes.uint32: return f"{v}u"
-    if dtype not in (dtypes.int32, dtypes.int64): raise unsupported("values", dtype)
+    if dtype.is_unsigned and dtype.itemsize <= 4: return f"{v}u"
+    if dtype.is_unsigned or dtype.itemsize > 4 and dtype is not dtypes.int64: raise unsupported("values", dtype)
     if not _I32_MIN <= v <= _I32_MAX: raise NotImplementedError(f"WGSL (DEV=WEBGPU) has no 64-bit integers: constant {v}")
     return "(-2147483647i - 1i)" if v == _I32_MIN else f"{v}i"
 
@@ -205,25 +242,38 @@ class WGSLRenderer(CStyleRenderer):
   @staticmethod
   def _binding(i: int, dtype: DType, written: bool) -> str:
     access = "read_write" if written else "read"
-    if dtype.is_bool: element = "atomic<u32>" if written else "u32"  # bytes packed in words
+    if dtype.name in _PACKED: element = "atomic<u32>" if written else "u32"  # packed in words
     else: element = WGSL.types[dtype.name]
     return f"@group(0) @binding({i}) var<storage, {access}> data{i}: array<{element}>;\n"
 
   def _param(self, index: int, dtype: DType) -> str:
     word = f"params[{index}]"
     if dtype.is_bool: return f"({word} != 0u)"
-    return word if dtype is dtypes.uint32 else f"bitcast<{self.type(dtype)}>({word})"
+    return word if self.type(dtype) == "u32" else f"bitcast<{self.type(dtype)}>({word})"  # narrow values arrive in range
+
+  @staticmethod
+  def _part(idx: str, dtype: DType) -> tuple[str, str, str]:
+    """The word of element `idx` of a packed buffer, the shift of its bits in it, and their mask."""
+    per_word = 4 // dtype.itemsize
+    return (f"({idx}) >> {per_word.bit_length() - 1}u", f"(u32(({idx}) & {per_word - 1}i) * {8 * dtype.itemsize}u)",
+            f"{(1 << 8 * dtype.itemsize) - 1}u")
 
   def _load(self, buf: UOp, idx: str, dtype: DType) -> str:
-    if not dtype.is_bool: return f"{buf_name(buf)}[{idx}]"
-    word = f"atomicLoad(&{buf_name(buf)}[({idx}) >> 2u])" if buf.arg in self._written else f"{buf_name(buf)}[({idx}) >> 2u]"
-    return f"((({word} >> (u32(({idx}) & 3i) * 8u)) & 0xffu) != 0u)"
+    if dtype.name not in _PACKED: return f"{buf_name(buf)}[{idx}]"
+    word, shift, mask = self._part(idx, dtype)
+    word = f"atomicLoad(&{buf_name(buf)}[{word}])" if buf.arg in self._written else f"{buf_name(buf)}[{word}]"
+    bits = f"(({word} >> {shift}) & {mask})"
+    if dtype.is_bool: return f"({bits} != 0u)"
+    if dtype.name in ("int8", "int16"): return _wrap(f"bitcast<i32>({bits})", dtype)  # sign-extended
+    return bits
 
   def _store(self, buf: UOp, idx: str, value: str, dtype: DType) -> str:
-    if not dtype.is_bool: return f"{buf_name(buf)}[{idx}] = {value};"
-    # this invocation's byte of a shared word: cleared, then set, each atomically
-    word, shift = f"&{buf_name(buf)}[({idx}) >> 2u]", f"(u32(({idx}) & 3i) * 8u)"
-    return f"atomicAnd({word}, ~(0xffu << {shift})); atomicOr({word}, select(0u, 1u, {value}) << {shift});"
+    if dtype.name not in _PACKED: return f"{buf_name(buf)}[{idx}] = {value};"
+    # this invocation's part of a shared word: cleared, then set, each atomically
+    word, shift, mask = self._part(idx, dtype)
+    bits = f"select(0u, 1u, {value})" if dtype.is_bool else f"(u32({value}) & {mask})"
+    word = f"&{buf_name(buf)}[{word}]"
+    return f"atomicAnd({word}, ~({mask} << {shift})); atomicOr({word}, {bits} << {shift});"
 
   def render_accumulate(self, u: UOp, ref: Ref) -> str:
     acc, value = u.src
@@ -233,23 +283,29 @@ class WGSLRenderer(CStyleRenderer):
     if u.arg is Ops.ADD and value.op is Ops.MUL and dtype.is_float and not strict_float():
       return f"fma({ref(value.src[0])}, {ref(value.src[1])}, {ref(acc)})"
     out = self.binary(u.arg, ref(acc), ref(value), dtype)
+    if dtype.name in _NARROW_INTS and u.arg in _WRAPPING: return _wrap(out, dtype)
     return _opaque(out) if dtype is dtypes.float32 and u.arg in _ROUNDING else out
 
   def render_alu(self, u: UOp, ref: Ref) -> str:
     if u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP): raise NotImplementedError("WGSL kernels are scalar (no opts)")
     op, srcs = u.op, u.src
     if op is Ops.CAST: return self.cast(ref(srcs[0]), srcs[0].dtype, u.dtype)
-    if op is Ops.BITCAST:
-      if srcs[0].dtype.name not in ("int32", "uint32", "float32") or u.dtype.name not in ("int32", "uint32", "float32"):
-        raise unsupported("bit casts", srcs[0].dtype if srcs[0].dtype.name not in MEMORY_DTYPES else u.dtype)
-      return f"bitcast<{self.type(u.dtype)}>({ref(srcs[0])})"
+    if op is Ops.BITCAST: return self.bitcast(ref(srcs[0]), srcs[0].dtype, u.dtype)
     if op is Ops.WHERE: return f"select({ref(srcs[2])}, {ref(srcs[1])}, {ref(srcs[0])})"
     if op in (Ops.CMPNE, Ops.CMPLT) and srcs[0].dtype.is_float:  # NaN tests in bits: see the module's docstring
       if op is Ops.CMPNE and srcs[0] is srcs[1]: return f"tg_isnan({ref(srcs[0])})"
       return f"{'tg_ne' if op is Ops.CMPNE else 'tg_lt'}({ref(srcs[0])}, {ref(srcs[1])})"
     if len(srcs) == 1: out = self.unary(op, ref(srcs[0]), u.dtype)
     else: out = self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype)
+    if u.dtype.name in _NARROW_INTS and op in _WRAPPING: return _wrap(out, u.dtype)
     return _opaque(out) if u.dtype is dtypes.float32 and op in _ROUNDING else out
+
+  def bitcast(self, x: str, src: DType, dst: DType) -> str:
+    for dt in (src, dst):
+      if dt.name not in MEMORY_DTYPES or dt.is_bool: raise unsupported("bit casts", dt)
+    if src.itemsize == 4: return f"bitcast<{self.type(dst)}>({x})"
+    bits = f"(u32({x}) & {(1 << 8 * src.itemsize) - 1}u)"  # 8 and 16 bits: the value's low bits
+    return _wrap(f"bitcast<i32>({bits})", dst) if dst.name in ("int8", "int16") else bits
 
   def binary(self, op: Ops, a: str, b: str, dtype: DType) -> str:
     if dtype.is_bool:
@@ -263,7 +319,9 @@ class WGSLRenderer(CStyleRenderer):
     raise NotImplementedError(f"WGSL rendering of {op}")
 
   def unary(self, op: Ops, x: str, dtype: DType) -> str:
-    if op is Ops.NEG: return f"(!{x})" if dtype.is_bool else f"(-{x})"
+    if op is Ops.NEG:
+      if dtype.is_bool: return f"(!{x})"
+      return f"(0u - {x})" if self.type(dtype) == "u32" else f"(-{x})"  # WGSL has no unary minus on u32
     if op is Ops.RECIP: return f"(1.0f / {x})"
     if op in _MATH: return f"{_MATH[op]}({x})"
     raise NotImplementedError(f"WGSL rendering of {op}")
@@ -271,6 +329,15 @@ class WGSLRenderer(CStyleRenderer):
   def cast(self, x: str, src: DType, dst: DType) -> str:
     for dt in (src, dst):
       if dt.name not in WGSL.types: raise unsupported("values", dt)
+    # halves are bits: widen to float32 first (exact), narrow from float32 last (one rounding)
+    if src is dtypes.float16: x, src = f"tg_h2f({x})", dtypes.float32
+    elif src is dtypes.bfloat16: x, src = f"tg_bf2f({x})", dtypes.float32
+    if dst in (dtypes.float16, dtypes.bfloat16):
+      # int -> float32 is exact below 2**24, and every int beyond that is past float16's range anyway
+      wide = x if src is dtypes.float32 else self.cast(x, src, dtypes.float32)
+      return f"{'tg_f2h' if dst is dtypes.float16 else 'tg_f2bf'}({wide})"
+    if dst.name in _NARROW_INTS and not src.is_bool:  # ints wrap to the width; floats arrive in range
+      return _wrap(f"{self.type(dst)}({x})", dst)
     if dst.is_bool and src.is_float: return f"((bitcast<u32>({x}) & 0x7fffffffu) != 0u)"  # NaN is True, -0.0 False
     if dst.is_bool: return f"({x} != {self.const(0, src)})" if not src.is_bool else x
     if src.is_bool: return f"select({self.const(0, dst)}, {self.const(1, dst)}, {x})"
@@ -280,6 +347,14 @@ class WGSLRenderer(CStyleRenderer):
 
 
 _ROUNDING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP}
+_WRAPPING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL, Ops.NEG}  # may leave a narrow int's range
+
+
+def _wrap(x: str, dtype: DType) -> str:
+  """An i32/u32 value reduced to the range of a narrow int: sign-extended from its width, or masked."""
+  bits = 8 * dtype.itemsize
+  if dtype.is_unsigned: return f"(u32({x}) & {(1 << bits) - 1}u)"
+  return f"(({x} << {32 - bits}u) >> {32 - bits}u)"
 
 
 def _opaque(f32: str) -> str:
