@@ -165,6 +165,7 @@ def test_unavailable_chromium_says_what_to_install(monkeypatch) -> None:
 def test_device_is_listed_and_values_move() -> None:
   assert tgfn.Device.canonicalize("webgpu") == "WEBGPU"
   _webgpu_or_skip()
+  assert [d.platform for d in tgfn.devices("WEBGPU")] == ["webgpu"]
   on_device = tgfn.device_put(tnp.arange(6.0) * 2, "WEBGPU")
   back = tgfn.device_put(on_device + 1, "CPU")
   assert (on_device + 1).device == "WEBGPU" and back.device == "CPU"

@@ -182,7 +182,6 @@ class WGSLRenderer(CStyleRenderer):
     indent, counter = 1, 0
     ids = self.global_ids(program)
     written = {u.src[0].arg for u in program if u.op is Ops.STORE}
-    self._written = written
 
     def ref(u: UOp) -> str: return self.const(u.arg, u.dtype) if u.op is Ops.CONST else names[u]
     def emit(text: str) -> None: lines.append("  " * indent + text)
@@ -218,7 +217,7 @@ class WGSLRenderer(CStyleRenderer):
         emit(f"var {names[u]}: {self.type(u.dtype)} = {ref(u.src[0])};")
       elif op is Ops.ASSIGN: emit(f"{names[u.src[0]]} = {self.render_accumulate(u, ref)};")
       elif op is Ops.LOAD:
-        load = self._load(u.src[0], ref(u.src[1]), u.dtype)
+        load = self._load(u.src[0], ref(u.src[1]), u.dtype, u.src[0].arg in written)
         if len(u.src) == 2: declare(u, load, "val")
         else:  # a gated load reads nothing where the gate is off (the index may be out of bounds there)
           names[u] = fresh("val")
@@ -258,10 +257,10 @@ class WGSLRenderer(CStyleRenderer):
     return (f"({idx}) >> {per_word.bit_length() - 1}u", f"(u32(({idx}) & {per_word - 1}i) * {8 * dtype.itemsize}u)",
             f"{(1 << 8 * dtype.itemsize) - 1}u")
 
-  def _load(self, buf: UOp, idx: str, dtype: DType) -> str:
+  def _load(self, buf: UOp, idx: str, dtype: DType, written: bool) -> str:
     if dtype.name not in _PACKED: return f"{buf_name(buf)}[{idx}]"
     word, shift, mask = self._part(idx, dtype)
-    word = f"atomicLoad(&{buf_name(buf)}[{word}])" if buf.arg in self._written else f"{buf_name(buf)}[{word}]"
+    word = f"atomicLoad(&{buf_name(buf)}[{word}])" if written else f"{buf_name(buf)}[{word}]"  # atomic words
     bits = f"(({word} >> {shift}) & {mask})"
     if dtype.is_bool: return f"({bits} != 0u)"
     if dtype.name in ("int8", "int16"): return _wrap(f"bitcast<i32>({bits})", dtype)  # sign-extended
