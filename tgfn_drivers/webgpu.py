@@ -77,9 +77,12 @@ class _Browser:
     threading.Thread(target=self.server.serve_forever, daemon=True, name="tgfn-webgpu-http").start()
     self.profile = tempfile.mkdtemp(prefix="tgfn-webgpu-")
     url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-    self.process = subprocess.Popen([path, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", url],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+    # its log goes to a file: Chromium writes much of it (D-Bus complaints), and a full pipe would stall it
+    self.log = os.path.join(self.profile, "chromium.log")
+    with open(self.log, "wb") as log:
+      self.process = subprocess.Popen([path, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", url],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                      start_new_session=True, preexec_fn=_die_with_parent)
     atexit.register(self.close)
     try:
       info = self.call({"op": "hello"}, timeout=START_TIMEOUT_S)
@@ -118,8 +121,8 @@ class _Browser:
 
   def _stderr_tail(self) -> str:
     try:
-      return self.process.stderr.read1(4000).decode(errors="replace") if self.process.stderr else ""
-    except (OSError, ValueError):
+      with open(self.log, "rb") as f: return f.read()[-2000:].decode(errors="replace")
+    except OSError:
       return ""
 
   def close(self) -> None:
@@ -247,7 +250,7 @@ class WebGPUProgram:
     meta = json.loads(header)
     self.name, self.groups = name, workgroups(tuple(meta["grid"]))
     self.pipe = _pipeline(src.decode(), meta["entry"], meta["bindings"])
-    self.buffers = sum(1 for _ in meta["bindings"]) - (1 if b"var<storage, read> params" in src else 0)
+    self.buffers = len(meta["bindings"]) - (1 if b"var<storage, read> params" in src else 0)
 
   def __call__(self, *args: Any) -> None:
     """Buffer ids, then scalar parameters as u32 words (from scalar_arg)."""

@@ -5,7 +5,9 @@ versions of those cases without 64-bit dtypes run here too. Skipped where Chromi
 (`apt-get install chromium`). Each test starts nothing new: one Chromium serves the process."""
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections import OrderedDict
 
 import numpy as np
@@ -194,3 +196,16 @@ def test_loop_bodies_need_buffer_views(monkeypatch) -> None:
   with pytest.raises(NotImplementedError, match="no buffer views on device WEBGPU"):
     carry, _ = lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.ones((4, 3)))
     carry.numpy()
+
+
+def test_a_browser_that_died_says_so() -> None:
+  """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
+  webgpu = _webgpu_or_skip()
+  second = webgpu._Browser()  # not the process's shared one
+  try:
+    os.killpg(second.process.pid, signal.SIGKILL)
+    second.process.wait()
+    with pytest.raises(RuntimeError, match="Chromium exited with code"):
+      second.call({"op": "sync"}, timeout=30)
+  finally:
+    second.close()
