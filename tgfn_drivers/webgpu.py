@@ -44,7 +44,8 @@ INSTALL_HINT = "install Chromium (Debian: `apt-get install chromium`), or set TG
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader",
                   "--enable-features=Vulkan,WebGPU", "--disable-background-timer-throttling", "--no-first-run")
 START_TIMEOUT_S = 60.0
-_POLL_S = 10.0  # a long poll with no work is answered empty after this long
+_POLL_S = 10.0
+MAX_PENDING = 1024  # queued commands before send() runs them  # a long poll with no work is answered empty after this long
 
 
 class WebGPUUnavailable(RuntimeError):
@@ -95,8 +96,11 @@ class _Browser:
     self.adapter, self.limits = info["adapter"], info["limits"]
 
   def send(self, cmd: dict) -> None:
-    """Queue a command that needs no answer."""
-    with self.lock: self.pending.append(cmd)
+    """Queue a command that needs no answer. A long queue (a loop that never copies out) is run and waited
+    for, so neither side holds an unbounded backlog."""
+    with self.lock:
+      self.pending.append(cmd)
+      if len(self.pending) >= MAX_PENDING: self.call({"op": "sync"})
 
   def call(self, cmd: dict, timeout: float = 600.0) -> dict:
     """Run the queued commands and `cmd`, and return `cmd`'s answer; an error the device reported meanwhile

@@ -209,3 +209,13 @@ def test_a_browser_that_died_says_so() -> None:
       second.call({"op": "sync"}, timeout=30)
   finally:
     second.close()
+
+
+def test_a_long_queue_is_run_before_it_grows_further(monkeypatch) -> None:
+  webgpu = _webgpu_or_skip()
+  monkeypatch.setattr(webgpu, "MAX_PENDING", 4)
+  monkeypatch.setenv("DEV", "WEBGPU")
+  x = tnp.zeros(8)
+  for _ in range(10): x = (x + 1).realize()
+  assert len(webgpu.browser().pending) < 4
+  assert np.asarray(x).tolist() == [10.0] * 8
