@@ -24,6 +24,7 @@ if "numpy" in sys.modules:  # too late to change which kernel OpenBLAS picks
 REMOVED_ENV = {k: os.environ.pop(k) for k in OPENBLAS_VARS if k in os.environ}
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
@@ -35,7 +36,7 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Optional, Union  # noqa: E402
+from typing import Any, Callable, Iterator, Optional, Union  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path: sys.path.insert(0, str(REPO_ROOT))  # tgfn from this checkout
@@ -180,6 +181,16 @@ def import_peer(name: str) -> tuple[Optional[Any], str]:
   return None, f"unknown peer {name!r}"
 
 
+def _tgfn_backend(backend: str) -> tuple[Optional[Any], str]:
+  """(tgfn, description) when tgfn can run on `backend` here, else (None, why not and what to install)."""
+  mod, desc = import_peer("tgfn")
+  if mod is None: return None, desc
+  known = {b.name: b for b in mod.backends()}
+  if backend not in known: return None, f"tgfn has no backend {backend} (it has {', '.join(known)})"
+  if not known[backend].available: return None, f"{known[backend].reason}; install: {known[backend].install}"
+  return mod, f"tgfn {version_of('tgfn')} on {backend}"
+
+
 def numpy_blas() -> str:
   """Which BLAS NumPy runs, and which kernel it picked (threadpoolctl if installed)."""
   try:
@@ -262,7 +273,48 @@ def bench_parser(doc: str, rounds: int = 5, round_seconds: float = 1.0) -> argpa
   ap.add_argument("--frameworks", default=",".join(FRAMEWORKS),
                   help=f"comma-separated subset of {','.join(FRAMEWORKS)} (others are skipped)")
   ap.add_argument("--json", help="also write the result rows to this file as JSON (bench/run_all.py reads it)")
+  ap.add_argument("--backends", default="",
+                  help="comma-separated tgfn backends, e.g. CPU,LLVM,OPENCL: each one other than the default device "
+                       "(DEV=, the 'tgfn' column) gets a column of its own, tgfn-<backend>")
   return ap
+
+
+# ---------------------------------------------------------------- tgfn on several backends (--backends)
+
+def backend_columns(spec: str) -> dict[str, str]:
+  """Column name -> tgfn backend, for the backends of `spec` ("CPU,LLVM,OPENCL") other than the default
+  device (which is the "tgfn" column): {"tgfn-llvm": "LLVM", "tgfn-opencl": "OPENCL"}."""
+  default = os.environ.get("DEV", "CPU").upper()
+  names = [b.strip().upper() for b in spec.split(",") if b.strip()]
+  return {f"tgfn-{b.lower()}": b for b in dict.fromkeys(names) if b != default}
+
+
+@contextlib.contextmanager
+def on_backend(backend: Optional[str]) -> Iterator[None]:
+  """tgfn's default device is `backend` inside (None: unchanged): arrays made and functions run there."""
+  if backend is None:
+    yield
+    return
+  before = os.environ.get("DEV")
+  os.environ["DEV"] = backend
+  try:
+    yield
+  finally:
+    if before is None: del os.environ["DEV"]
+    else: os.environ["DEV"] = before
+
+
+def run_on(backend: Optional[str], fn: Callable[[], Any]) -> Callable[[], Any]:
+  """`fn` made to run with tgfn's default device `backend` (the env switch costs about a microsecond), and
+  to wait for that device's queued kernels: block_until_ready() waits for the kernels' launch, which on an
+  asynchronous device (OPENCL, CUDA, WEBGPU: a `synchronize` in its driver module) is not their end."""
+  if backend is None: return fn
+  synchronize = getattr(importlib.import_module(f"tgfn_drivers.{backend.lower()}"), "synchronize", None)
+  def call() -> Any:
+    with on_backend(backend): out = fn()
+    if synchronize is not None: synchronize()
+    return out
+  return call
 
 
 def fmt_num(v: float) -> str:
@@ -369,15 +421,22 @@ class Report:
     self.frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     unknown = set(self.frameworks) - set(FRAMEWORKS)
     if unknown: raise SystemExit(f"--frameworks: unknown {sorted(unknown)}; expected a subset of {FRAMEWORKS}")
+    # tgfn on other backends: a column each, next to the tgfn one
+    self.backends = backend_columns(getattr(args, "backends", "") or "") if self.wants("tgfn") else {}
+    self.columns = FRAMEWORKS[:1] + tuple(self.backends) + FRAMEWORKS[1:]
 
-  def wants(self, fw: str) -> bool: return fw in self.frameworks
+  def wants(self, fw: str) -> bool: return fw in self.frameworks or fw in getattr(self, "backends", {})
+
+  def backend(self, column: str) -> Optional[str]:
+    """The tgfn backend of a column ("tgfn-llvm" -> "LLVM"), None for the others (the default device)."""
+    return self.backends.get(column)
 
   def row(self, work: str, unit: str, higher_is_better: bool = False) -> Row:
     self.rows.append(Row(work, unit, higher_is_better))
     return self.rows[-1]
 
   def finish(self) -> None:
-    print("\n" + "\n".join(markdown_tables(self.rows)))
+    print("\n" + "\n".join(markdown_tables(self.rows, self.columns)))
     print("\n" + "\n".join(detail_lines(self.rows)))
     if self.args.json:
       Path(self.args.json).write_text(json.dumps({"machine": machine_info(), "rows": [r.to_dict() for r in self.rows]}))
@@ -385,6 +444,7 @@ class Report:
   def load(self, fw: str) -> tuple[Optional[Any], str]:
     """(module, description) of a framework this run includes, or (None, why not); prints either."""
     if not self.wants(fw): mod, desc = None, "not selected (--frameworks)"
+    elif fw in self.backends: mod, desc = _tgfn_backend(self.backends[fw])
     else: mod, desc = import_peer(fw)
     if mod is None: skipped(fw, desc)
     else: print(f"  {fw}: {desc}")

@@ -14,7 +14,11 @@ round: for each framework, one empty then one warm run; --rounds rounds interlea
 MEDIAN reported. NumPy and PyTorch eager compile nothing (dash); torch.compile's first call takes 10-20
 s and is not measured here.
 
-Run: python bench/first_call.py [--quick] [--rounds 3] [--frameworks tgfn,jax,tinygrad]
+tgfn-<backend> (with --backends CPU,LLVM,OPENCL): the tgfn step with DEV=<backend>, a column each; the clock
+stops when the device has run the kernels (its driver's synchronize), and OpenCL's PoCL kernel cache
+(POCL_CACHE_DIR) lives in the same folder, so "empty" is empty for it too.
+
+Run: python bench/first_call.py [--quick] [--rounds 3] [--frameworks tgfn,jax,tinygrad] [--backends CPU,LLVM,OPENCL]
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
 
@@ -31,14 +35,16 @@ from common import Report, Timing, bench_parser, import_peer, machine_info
 
 def cache_env(fw: str, folder: str) -> dict:
   env = dict(os.environ)
-  if fw == "tgfn": env["TGFN_CACHE_DIR"] = folder
+  if fw.startswith("tgfn"): env["TGFN_CACHE_DIR"] = folder
+  if fw.startswith("tgfn-"): env["DEV"] = fw.split("-", 1)[1].upper()  # a --backends column
+  if fw == "tgfn-opencl": env["POCL_CACHE_DIR"] = os.path.join(folder, "pocl")  # PoCL's own kernel cache, emptied too
   if fw == "tinygrad": env["CACHEDB"] = os.path.join(folder, "cache.db")
   return env
 
 
 def worker(fw: str, folder: str) -> None:
   """Subprocess body: import, build, then time the first step; one JSON line out."""
-  mod, desc = import_peer(fw)
+  mod, desc = import_peer("tgfn" if fw.startswith("tgfn") else fw)
   if mod is None:
     print(json.dumps({"skip": desc}))
     return
@@ -47,10 +53,14 @@ def worker(fw: str, folder: str) -> None:
                  ("jax_persistent_cache_min_entry_size_bytes", 0)):
       mod.config.update(k, v)
   from mlp_step import RUNNERS, make_problem
-  runner = RUNNERS[fw](*make_problem())
+  runner = RUNNERS["tgfn" if fw.startswith("tgfn") else fw](*make_problem())
   t0 = time.perf_counter_ns()
   runner.step()
   if fw == "tinygrad": runner.loss.realize()
+  if fw.startswith("tgfn-"):  # an asynchronous device: wait for the kernels, not only their launch
+    import importlib
+    sync = getattr(importlib.import_module(f"tgfn_drivers.{fw.split('-', 1)[1]}"), "synchronize", None)
+    if sync is not None: sync()
   print(json.dumps({"ns": time.perf_counter_ns() - t0, "loss": runner.last_loss()}))
 
 
@@ -78,7 +88,7 @@ def main():
   for row in rows.values():
     row.not_applicable("numpy", "eager, compiles nothing")
     row.not_applicable("torch", "eager compiles nothing; torch.compile not measured (10-20 s)")
-  fws = [fw for fw in ("tgfn", "jax", "tinygrad") if rep.wants(fw)]
+  fws = [fw for fw in ("tgfn", *rep.backends, "jax", "tinygrad") if rep.wants(fw)]
   for fw in ("tgfn", "jax", "tinygrad"):
     if fw not in fws:
       for row in rows.values(): row.skip(fw, "not selected (--frameworks)")

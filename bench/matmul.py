@@ -16,7 +16,10 @@ Each framework's result is checked against a float64 NumPy product first (max |d
 each (at least one call per round; a slow framework's 2048² product takes seconds), samples pooled,
 MEDIAN reported; GFLOP/s = 2 n³ / median. Threads: each framework uses its own default (tgfn: one).
 
+tgfn-<backend> (with --backends CPU,LLVM,OPENCL): the tgfn product on each other backend, a column each.
+
 Run: python bench/matmul.py [--quick] [--sizes 1024,2048] [--rounds 3] [--round-seconds 2] [--beam 2]
+     [--backends CPU,LLVM,OPENCL]
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
 
@@ -24,12 +27,12 @@ import os
 
 import numpy as np
 
-from common import Report, bench_parser, interleave, machine_info
+from common import Report, bench_parser, interleave, machine_info, on_backend, run_on
 
 
 def products(fw, mod, a, b):
   """A zero-argument function computing the product with its result ready."""
-  if fw == "tgfn":
+  if fw.startswith("tgfn"):  # tgfn, or tgfn-<backend> (made under on_backend)
     import tgfn.numpy as tnp
     ta, tb, f = tnp.array(a), tnp.array(b), mod.jit(lambda x, y: x @ y)
     return lambda: f(ta, tb).block_until_ready()
@@ -69,7 +72,7 @@ def main():
   rep = Report(args)
   print("matmul: float32 square A @ B, GFLOP/s")
   print(machine_info())
-  mods = {fw: rep.load(fw) for fw in ("tgfn", "jax", "numpy", "torch", "tinygrad")}
+  mods = {fw: rep.load(fw) for fw in ("tgfn", *rep.backends, "jax", "numpy", "torch", "tinygrad")}
   rng = np.random.default_rng(0)
   for n in map(int, args.sizes.split(",")):
     row = rep.row(f"matmul {n}², GFLOP/s", "GFLOP/s", higher_is_better=True)
@@ -81,7 +84,7 @@ def main():
         row.skip(fw, desc)
         continue
       try:
-        fn = products(fw, mod, a, b)
+        with on_backend(rep.backend(fw)): fn = run_on(rep.backend(fw), products(fw, mod, a, b))
         out = fn()  # also the first, compiling call
         got = np.asarray(out.numpy() if hasattr(out, "numpy") else out, np.float64)
         err = np.abs(got - ref).max() / np.abs(ref).max()
@@ -102,7 +105,7 @@ def main():
     for fw, t in interleave(calls, args.rounds, 1000, args.round_seconds, warmup=1).items():
       if fw == searched:  # a variant in tgfn's cell, after its primary (heuristic) figure
         if "tgfn" in row.cells: row.add_timing("tgfn", searched, t, amount=2 * n ** 3 / 1e9)
-      else: row.add_timing(fw, "jit" if fw in ("tgfn", "jax", "tinygrad") else "eager", t, amount=2 * n ** 3 / 1e9)
+      else: row.add_timing(fw, "jit" if fw.startswith(("tgfn", "jax", "tinygrad")) else "eager", t, amount=2 * n ** 3 / 1e9)
   rep.finish()
 
 

@@ -22,7 +22,10 @@ time.perf_counter_ns (parameters and loss ready at the end of each); samples poo
 torch.compile runs afterwards in its own subprocess (its warm-up may exceed any budget), for up to
 `--reps` steps or `--seconds`; it is reported as a variant next to torch eager.
 
+  tgfn-<backend>  (with --backends CPU,LLVM,OPENCL) the tgfn step on each other backend, a column each
+
 Run: python bench/mlp_step.py [--quick] [--frameworks tgfn,numpy] [--rounds 5] [--no-torch-compile]
+     [--backends CPU,LLVM,OPENCL]
 Peak memory of the same step: bench/mlp_memory.py.
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
@@ -35,7 +38,8 @@ import time
 
 import numpy as np
 
-from common import Report, Timing, bench_parser, error_text, import_peer, interleave, machine_info, skipped, time_calls
+from common import (Report, Timing, bench_parser, error_text, import_peer, interleave, machine_info, on_backend, run_on,
+                    skipped, time_calls)
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -256,6 +260,18 @@ class TorchRunner:
   def last_loss(self): return float(self.loss.detach())
 
 
+class OnBackend:
+  """A runner built and stepped with tgfn's default device `backend` (the tgfn-<backend> columns)."""
+  def __init__(self, runner_class, backend: str, *problem):
+    self.backend = backend
+    with on_backend(backend): self.inner = runner_class(*problem)
+    self.label = f"tgfn-{backend.lower()} ({self.inner.label.split(' (', 1)[1]}"
+    self.step = run_on(backend, self.inner.step)
+
+  def params(self): return self.inner.params()
+  def last_loss(self): return self.inner.last_loss()
+
+
 RUNNERS = {"tgfn": TgfnRunner, "jax": JaxRunner, "tinygrad": TinygradRunner, "torch": TorchRunner,
            "numpy": NumpyRunner}
 
@@ -346,14 +362,14 @@ def main():
   print(f"\ncorrectness: 3 steps from the same parameters and batch; float64 NumPy reference losses "
         f"{', '.join(f'{v:.6f}' for v in ref[0])}; loss after 3 steps {ref[2]:.7f}")
   runners = {}
-  for name in ("tgfn", "jax", "numpy", "torch", "tinygrad"):
+  for name in ("tgfn", *rep.backends, "jax", "numpy", "torch", "tinygrad"):
     mod, desc = rep.load(name)
     if mod is None:
       row.skip(name, desc)
       continue
     try:
       t0 = time.perf_counter()
-      runner = RUNNERS[name](P, X, Y)
+      runner = OnBackend(TgfnRunner, rep.backend(name), P, X, Y) if rep.backend(name) else RUNNERS[name](P, X, Y)
       losses, final, lerr, perr = check(runner, ref)
       first = time.perf_counter() - t0
     except Exception as e:

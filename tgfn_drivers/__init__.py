@@ -10,6 +10,8 @@ from __future__ import annotations
 import ctypes.util
 import importlib.metadata
 import importlib.util
+import os
+import shutil
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -68,6 +70,14 @@ def _cuda() -> Optional[str]:
   return None
 
 
+def _webgpu() -> Optional[str]:
+  # whether Chromium offers a WebGPU adapter is known only once it runs: the driver says so at first use
+  if (missing := _module_missing("webgpu")) is not None: return missing
+  if not (os.environ.get("TGFN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")):
+    return "no Chromium was found (headless Chromium runs the WebGPU kernels)"
+  return None
+
+
 # name -> (description, probe returning why it is unavailable or None, what to install)
 _KNOWN: dict[str, tuple[str, Callable[[], Optional[str]], str]] = {
   "CPU": ("C source compiled by the system C compiler, run through ctypes (the default)", _cpu,
@@ -79,6 +89,8 @@ _KNOWN: dict[str, tuple[str, Callable[[], Optional[str]], str]] = {
              "apt-get install ocl-icd-libopencl1 pocl-opencl-icd"),
   "CUDA": ("CUDA C compiled by NVRTC, run on an NVIDIA GPU", _cuda,
            "an NVIDIA GPU with its driver, and pip install nvidia-cuda-nvrtc-cu12"),
+  "WEBGPU": ("WGSL run by headless Chromium's WebGPU (a software adapter without a GPU)", _webgpu,
+             "Chromium: apt-get install chromium (or set TGFN_CHROMIUM to its path)"),
 }
 
 

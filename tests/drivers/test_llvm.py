@@ -244,7 +244,7 @@ def test_without_a_c_compiler_threaded_kernels_run_on_one_thread(tmp_path):
 
 def test_backends_lists_each_with_what_to_install():
   listed = {b.name: b for b in tgfn.backends()}
-  assert list(listed) == ["CPU", "PYTHON", "LLVM", "OPENCL", "CUDA"]
+  assert list(listed) == ["CPU", "PYTHON", "LLVM", "OPENCL", "CUDA", "WEBGPU"]
   assert listed["PYTHON"].available
   for b in listed.values():
     assert b.available == (b.reason == "") == (b.install == ""), b

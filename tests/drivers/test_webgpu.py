@@ -1,0 +1,221 @@
+"""DEV=WEBGPU against the PYTHON reference interpreter: the cases of tests/drivers/backend_cases.py whose
+dtypes the WGSL renderer has (no 64-bit ones) run on both and must agree -- bit for bit but for the
+transcendentals and the fused reductions; the others must raise NotImplementedError naming the dtype; and
+versions of those cases without 64-bit dtypes run here too. Skipped where Chromium or its WebGPU adapter is missing
+(`apt-get install chromium`). Each test starts nothing new: one Chromium serves the process."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import tgfn
+import tgfn.numpy as tnp
+from tgfn import lax
+from tgfn.engine import realize as realize_mod
+from tests.drivers import backend_cases
+from tests.drivers.backend_cases import APPROXIMATE, CASES, SPECIAL_F32, _floats, _ints, assert_agree, reference, run_case
+
+# the shared cases WGSL can hold in memory, and the first dtype each of the others needs
+SUPPORTED = ["divide_int8", "divide_int32", "divide_uint8", "divide_uint32", "shift_int8", "shift_int32", "shift_uint8",
+             "nan_max", "halves", "reductions", "gathers", "mlp_step"]
+UNSUPPORTED = {"divide_int64": "int64", "shift_int64": "int64", "shift_uint64": "uint64", "casts": "int64",
+               "wrapping": "int64", "elementwise": "float64", "transcendentals": "float64", "bitcasts": "int64",
+               "matmuls": "float64"}
+
+
+def _webgpu_or_skip():
+  from tgfn_drivers import BackendUnavailable
+  try:
+    from tgfn_drivers import webgpu
+    webgpu.browser()
+  except (BackendUnavailable, RuntimeError) as e:  # WebGPUUnavailable is a RuntimeError
+    pytest.skip(str(e))
+  return webgpu
+
+
+def _halves_of(x: np.ndarray) -> np.ndarray:
+  with np.errstate(over="ignore"): return x.astype(np.float16)  # the large ones become inf
+
+
+def _casts32() -> tuple:
+  x = tnp.asarray(SPECIAL_F32)
+  i, u = tnp.asarray(_ints("int32", 24, 3)), tnp.asarray(_ints("uint32", 24, 4))
+  narrow = tuple(x.astype(dt) for dt in ("int8", "uint8", "int16", "uint16", "float16", "bfloat16"))
+  i8, h = tnp.asarray(_ints("int8", 24, 5)), tnp.asarray(_halves_of(SPECIAL_F32))
+  return (x.astype("int32"), x.astype("uint32"), x.astype("bool"), i.astype("float32"), u.astype("float32"), i.astype("uint32"),
+          u.astype("int32"), (x > 0).astype("int32"), (i > 0).astype("float32"), i.astype("bool"), *narrow,
+          i.astype("int8"), u.astype("int16"), i.astype("float16"), i8.astype("uint32"), i8.astype("float16"),
+          h.astype("int8"), h.astype("bfloat16"), h.astype("bool"), (h > 1).astype("float16"))
+
+
+def _wrapping32() -> tuple:
+  a, u = tnp.asarray(_ints("int32", 24, 6)), tnp.asarray(_ints("uint32", 24, 7))
+  a8, a16, u16 = (tnp.asarray(_ints(dt, 24, 8)) for dt in ("int8", "int16", "uint16"))
+  return (a + a, a * a + 7, -a, tnp.abs(a), u * u, u - 5, a - 2147483647, tnp.right_shift(u, 3), -u,
+          a8 + a8, a8 * a8, -a8, a16 * a16 + 3, u16 * u16, u16 - 7, -u16, tnp.left_shift(a8, 3), a8.max())
+
+
+def _elementwise32() -> tuple:
+  x, y = tnp.asarray(_floats((4, 16), 8)), tnp.asarray(_floats((16,), 9))
+  return (x * 0.5 + y, x / y, tnp.where(x > y, x - y, x * y), tnp.sqrt(tnp.abs(x)), 1 / x, tnp.isnan(x / 0.0),
+          tnp.floor(x * 3), tnp.trunc(x * 5), tnp.round(x * 7), (x + 12582912.0) - 12582912.0, x / 0.0, x * 1e30 * 1e30)
+
+
+def _bitcasts32() -> tuple:
+  x = tnp.asarray(SPECIAL_F32)
+  i = tnp.asarray(_ints("int32", 24, 12))
+  h = tnp.asarray(_halves_of(SPECIAL_F32))
+  i16 = tnp.asarray(_ints("int16", 24, 13))
+  return (lax.bitcast_convert_type(x, "int32"), lax.bitcast_convert_type(x, "uint32"),
+          lax.bitcast_convert_type(i, "float32") * 0, lax.bitcast_convert_type(i, "uint32"),
+          lax.bitcast_convert_type(h, "int16"), lax.bitcast_convert_type(h, "uint16"),
+          lax.bitcast_convert_type(i16, "float16"), lax.bitcast_convert_type(i16, "bfloat16").astype("float32"),
+          lax.bitcast_convert_type(tnp.asarray(_ints("uint8", 24, 14)), "int8"))
+
+
+def _matmuls32() -> tuple:
+  a, b = tnp.asarray(_floats((8, 32), 15)), tnp.asarray(_floats((32, 16), 16))
+  ai, bi = (tnp.asarray(_ints("int32", 64, s).reshape(8, 8)) for s in (17, 18))
+  c, d = tnp.asarray(_floats((2, 4, 8), 20)), tnp.asarray(_floats((2, 8, 5), 21))
+  return a @ b, a @ a.T, ai @ bi, tnp.einsum("bij,bjk->bik", c, d)
+
+
+def _transcendentals32() -> tuple:
+  x = tnp.asarray(_floats((4, 16), 11))
+  return tnp.exp(x), tnp.log(tnp.abs(x)), tnp.sin(x * 3), tnp.cos(x), tnp.tanh(x), tnp.exp2(x)
+
+
+def _packed_parts() -> tuple:
+  """Bools and 8/16-bit values are parts of u32 words: odd sizes, loads and stores at every offset."""
+  x = tnp.asarray(_floats((13,), 30) * 50)
+  b = x > 0
+  i8, h = x.astype("int8"), x.astype("float16")
+  return (b, ~b, b[1:] & b[:-1], tnp.where(b, x, -x), (b[::3] | (x[:5] < -1)), b.astype("float32"), i8, i8[1:] + i8[:-1],
+          h[::2] * 2, h[1:], x.astype("uint16")[2:], x.astype("bfloat16")[1::3], tnp.where(b, h, -h))
+
+
+CASES32 = {"casts32": _casts32, "wrapping32": _wrapping32, "elementwise32": _elementwise32, "bitcasts32": _bitcasts32,
+           "matmuls32": _matmuls32, "transcendentals32": _transcendentals32, "packed_parts": _packed_parts}
+# WGSL's own transcendentals (SwiftShader's): exp, exp2, tanh within a few ulp; log within 1e-6 absolute; sin
+# and cos within 3e-4 absolute (docs/backends.md)
+LOOSE = {"transcendentals32": 3e-4}
+SLOW = {"mlp_step", "matmuls32"}
+
+
+def _slow_if(name: str) -> object:
+  return pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name
+
+
+@pytest.fixture
+def cases32(monkeypatch):
+  monkeypatch.setattr(backend_cases, "CASES", {**CASES, **CASES32})
+
+
+@pytest.mark.parametrize("name", [_slow_if(n) for n in SUPPORTED + list(CASES32)])
+def test_webgpu_matches_the_reference(name: str, monkeypatch, cases32) -> None:
+  _webgpu_or_skip()
+  want, _ = reference(name, monkeypatch)
+  got = run_case(name, "WEBGPU", monkeypatch)
+  assert len(got) == len(want)
+  for i, (g, w) in enumerate(zip(got, want)):
+    if name in LOOSE: np.testing.assert_allclose(g, w, rtol=LOOSE[name], atol=LOOSE[name], err_msg=f"{name} output {i}")
+    else: assert_agree(g, w, name in APPROXIMATE or name in ("matmuls32",), f"{name} output {i}")
+
+
+@pytest.mark.parametrize("name", list(UNSUPPORTED))
+def test_unsupported_dtypes_say_so(name: str, monkeypatch) -> None:
+  _webgpu_or_skip()
+  with pytest.raises(NotImplementedError, match=rf"WGSL \(DEV=WEBGPU\) has no {UNSUPPORTED[name]} "):
+    run_case(name, "WEBGPU", monkeypatch)
+
+
+def test_float_ops_round_once(monkeypatch) -> None:
+  """SwiftShader folds (x + c) - c to x unless each op's result is opaque to it: the rounding trick
+  codegen's floor and round use must still round."""
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  x = np.array([0.3, 1.7, -2.4, 5.5, 2.5], np.float32)
+  magic = tnp.full(5, 12582912.0)  # a constant in the kernel (a Python scalar would be a parameter)
+  got = np.asarray((tnp.asarray(x) * 1.4427 + magic) - magic)
+  assert got.tolist() == ((x * np.float32(1.4427) + np.float32(12582912.0)) - np.float32(12582912.0)).tolist() == [0, 2, -3, 8, 4]
+
+
+def test_kernels_use_invocation_ids(monkeypatch) -> None:
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  (tnp.ones((3, 5, 70)) * 2 + tnp.ones((3, 5, 70))).sum(1).numpy()
+  sources = [c.source for c in realize_mod._compiled.values()]
+  assert any(s.startswith("// tgfn launch: global=70,3,1") and "i32(gid.y)" in s and "for (" in s for s in sources), sources
+
+
+def test_unavailable_chromium_says_what_to_install(monkeypatch) -> None:
+  from tgfn_drivers import BackendUnavailable, backends, require_backend
+  monkeypatch.setenv("TGFN_CHROMIUM", "")
+  monkeypatch.setattr("shutil.which", lambda name: None)
+  (webgpu,) = [b for b in backends() if b.name == "WEBGPU"]
+  assert not webgpu.available and "chromium" in webgpu.install.lower()
+  with pytest.raises(BackendUnavailable, match="apt-get install chromium"):
+    require_backend("WEBGPU")
+
+
+def test_device_is_listed_and_values_move() -> None:
+  assert tgfn.Device.canonicalize("webgpu") == "WEBGPU"
+  _webgpu_or_skip()
+  assert [d.platform for d in tgfn.devices("WEBGPU")] == ["webgpu"]
+  on_device = tgfn.device_put(tnp.arange(6.0) * 2, "WEBGPU")
+  back = tgfn.device_put(on_device + 1, "CPU")
+  assert (on_device + 1).device == "WEBGPU" and back.device == "CPU"
+  assert np.asarray(back * 3).tolist() == [3.0, 9.0, 15.0, 21.0, 27.0, 33.0]
+
+
+def test_compile_errors_show_the_source() -> None:
+  webgpu = _webgpu_or_skip()
+  with pytest.raises(RuntimeError, match=r"(?s)WebGPU could not build kernel broken.*--- source ---"):
+    webgpu.DEVICE.compiler.compile("// tgfn launch: global=1,1,1\n@compute @workgroup_size(64)\n"
+                                   "fn broken(@builtin(global_invocation_id) gid: vec3<u32>) { let x: f32 = 1i; }\n")
+
+
+def test_every_kernel_states_its_grid() -> None:
+  from tgfn.renderer.wgsl import parse_launch
+  with pytest.raises(ValueError, match="tgfn launch"):
+    parse_launch("fn k() {}")
+  assert re.match(r"E_\w+", "E_3") and parse_launch("// tgfn launch: global=3,1,1\nfn E_3(@builtin(x) g: u32) {}") == ("E_3", (3, 1, 1))
+
+
+def test_loop_bodies_need_buffer_views(monkeypatch) -> None:
+  """A scan's steps write through views at an offset; WebGPU has none, so it says so (a view made by
+  adding an offset to a buffer's id would have named another buffer)."""
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  with pytest.raises(NotImplementedError, match="no buffer views on device WEBGPU"):
+    carry, _ = lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.ones((4, 3)))
+    carry.numpy()
+
+
+def test_a_browser_that_died_says_so() -> None:
+  """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
+  webgpu = _webgpu_or_skip()
+  second = webgpu._Browser()  # not the process's shared one
+  try:
+    os.killpg(second.process.pid, signal.SIGKILL)
+    second.process.wait()
+    with pytest.raises(RuntimeError, match="Chromium exited with code"):
+      second.call({"op": "sync"}, timeout=30)
+  finally:
+    second.close()
+
+
+def test_a_long_queue_is_run_before_it_grows_further(monkeypatch) -> None:
+  webgpu = _webgpu_or_skip()
+  monkeypatch.setattr(webgpu, "MAX_PENDING", 4)
+  monkeypatch.setenv("DEV", "WEBGPU")
+  x = tnp.zeros(8)
+  for _ in range(10): x = (x + 1).realize()
+  assert len(webgpu.browser().pending) < 4
+  assert np.asarray(x).tolist() == [10.0] * 8
