@@ -27,7 +27,6 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import gc  # noqa: E402
-import importlib  # noqa: E402
 import json  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
@@ -306,10 +305,11 @@ def on_backend(backend: Optional[str]) -> Iterator[None]:
 
 def run_on(backend: Optional[str], fn: Callable[[], Any]) -> Callable[[], Any]:
   """`fn` made to run with tgfn's default device `backend` (the env switch costs about a microsecond), and
-  to wait for that device's queued kernels: block_until_ready() waits for the kernels' launch, which on an
-  asynchronous device (OPENCL, CUDA, WEBGPU: a `synchronize` in its driver module) is not their end."""
+  to wait for that device's queued kernels (an asynchronous device's `synchronize`, as block_until_ready
+  does, for workloads whose outputs are not all arrays)."""
   if backend is None: return fn
-  synchronize = getattr(importlib.import_module(f"tgfn_drivers.{backend.lower()}"), "synchronize", None)
+  from tgfn.device import Device
+  synchronize = Device[backend].synchronize
   def call() -> Any:
     with on_backend(backend): out = fn()
     if synchronize is not None: synchronize()

@@ -135,7 +135,12 @@ class Array:
     self.uop = values[0]
     return self.uop
 
-  def block_until_ready(self) -> Array: return self.realize()
+  def block_until_ready(self) -> Array:
+    """Compute the value and wait until it is in memory: on an asynchronous device (OPENCL, CUDA,
+    WEBGPU) a realized buffer may still be waiting for queued kernels, so the driver synchronizes."""
+    self.realize()
+    if self.uop.op is Ops.BUFFER and (synchronize := Device[self.uop.device].synchronize) is not None: synchronize()
+    return self
 
   @staticmethod
   def realize_all(arrays: Sequence[Array]) -> None:

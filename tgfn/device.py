@@ -7,6 +7,8 @@ A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
   build_many optional: [(name, source), ...] -> one program per kernel, compiled together (a batch: the
              kernels of a jitted function); None where kernels compile one at a time
+  synchronize optional: waits for every queued kernel, on a device whose launches return before the
+             kernel ends (OPENCL, CUDA, WEBGPU); None where a launch is synchronous (CPU, LLVM, PYTHON)
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
 """
 from __future__ import annotations
@@ -155,6 +157,7 @@ class Compiled:
   kernel_arg: Callable[[Any], Any] = _same
   # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
   scalar_arg: Callable[[Any, DType], Any] = _value_as_is
+  synchronize: Optional[Callable[[], None]] = None
 
 
 DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums) and its memory now holds "

@@ -226,4 +226,4 @@ def kernel_arg(handle: int) -> ctypes.c_void_p: return _void_p(handle)
 
 _compiler = CLCompiler()
 DEVICE = Compiled("OPENCL", CLAllocator(), OpenCLRenderer(), _compiler, CLProgram, build_many, scalar_arg=scalar_arg,
-                  kernel_arg=kernel_arg)
+                  kernel_arg=kernel_arg, synchronize=synchronize)

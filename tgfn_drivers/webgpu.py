@@ -283,4 +283,4 @@ def kernel_arg(handle: GPUBuffer) -> int: return handle.id
 
 
 DEVICE = Compiled("WEBGPU", WebGPUAllocator(), WGSLRenderer(), WebGPUCompiler(), WebGPUProgram, scalar_arg=scalar_arg,
-                  kernel_arg=kernel_arg)
+                  kernel_arg=kernel_arg, synchronize=synchronize)

@@ -63,6 +63,19 @@ def test_values_move_between_devices() -> None:
   assert np.asarray(back * 3).tolist() == [3.0, 9.0, 15.0, 21.0, 27.0, 33.0]
 
 
+def test_block_until_ready_waits_for_the_queue(monkeypatch) -> None:
+  """OpenCL launches return before the kernel ends: block_until_ready must finish the queue, or a timing
+  taken after it measures only the launch."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  device, finished = tgfn.Device["OPENCL"], []
+  monkeypatch.setattr(device, "synchronize", lambda real=device.synchronize: (real(), finished.append(True)))
+  x = tgfn.device_put(tnp.arange(6.0), "OPENCL")
+  (x * 2).block_until_ready()
+  tgfn.block_until_ready({"y": x + 1})
+  assert finished == [True, True]
+
+
 def test_a_jitted_function_builds_as_one_program(monkeypatch) -> None:
   _opencl_or_skip()
   from tgfn_drivers import opencl
