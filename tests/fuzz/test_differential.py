@@ -2,7 +2,8 @@
 ops (tests/fuzz/programs.py) run on the CPU, or the device TGFN_TEST_DEVICE names (eagerly, under jit,
 and under vmap against a Python loop), and on the PYTHON reference interpreter, and compared with each other and with NumPy given tgfn's
 documented semantics. Ints and bools must agree exactly; floats
-to a few ulp between devices and to the op table's tolerance against NumPy, NaN in the same places."""
+to a few ulp between devices and to the op table's tolerance against NumPy, NaN in the same places.
+The other compiled backends this machine has (LLVM, OPENCL) run a smaller bounded sample the same way."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
+import pytest
 import tgfn
 import tgfn.numpy as tnp
 from tgfn.array import Array
@@ -69,10 +71,10 @@ def check_transforms(prog: Program, outs: list[int], cpu: dict) -> None:
     assert_same(host(got), want, dt, tol, tol * scale, f"v{i} vmap vs loop")
 
 
-def check(prog: Program) -> None:
-  """The program on TGFN_TEST_DEVICE (default CPU) and on PYTHON, against each other and NumPy."""
+def check(prog: Program, device: str = TEST_DEVICE) -> None:
+  """The program on `device` (default TGFN_TEST_DEVICE, else CPU) and on PYTHON, against each other and NumPy."""
   outs = prog.outputs()
-  with default_device(TEST_DEVICE):
+  with default_device(device):
     cpu_vals = run_tgfn(prog)
     cpu = {i: host(cpu_vals[i]) for i in outs}
     check_transforms(prog, outs, cpu)
@@ -82,15 +84,15 @@ def check(prog: Program) -> None:
   mirror = run_numpy(prog)
   for i in outs:
     dt = cpu_vals[i].dtype
-    assert py_vals[i].dtype == dt, f"v{i}: dtype {dt.name} on {TEST_DEVICE}, {py_vals[i].dtype.name} on PYTHON"
+    assert py_vals[i].dtype == dt, f"v{i}: dtype {dt.name} on {device}, {py_vals[i].dtype.name} on PYTHON"
     # the devices run the same program: a difference is a few ulp of a libm function at most, which
     # later steps may scale; compare relative to the value's magnitude
     tol = TRANSCENDENTAL[dt].rtol if dt.is_float else 0.0
     finite = py[i][np.isfinite(py[i])] if dt.is_float else py[i]
     scale = float(np.abs(finite.astype(np.float64)).max()) if finite.size else 0.0
-    assert_same(cpu[i], py[i], dt, tol, tol * scale, f"v{i} {TEST_DEVICE} vs PYTHON")
+    assert_same(cpu[i], py[i], dt, tol, tol * scale, f"v{i} {device} vs PYTHON")
     want, level, mtol = mirror[i]
-    for name, got in ((TEST_DEVICE, cpu[i]), ("PYTHON", py[i])):
+    for name, got in ((device, cpu[i]), ("PYTHON", py[i])):
       if level == EXACT: assert_same(got, np.asarray(want), dt, 0.0, 0.0, f"v{i} {name} vs NumPy")
       elif level == APPROX:
         assert_same(got, np.asarray(want), dt, mtol.rtol, mtol.atol, f"v{i} {name} vs NumPy (within {mtol})")
@@ -101,3 +103,19 @@ def check(prog: Program) -> None:
 def test_programs_agree_across_devices_and_numpy(prog: Program) -> None:
   note(repr(prog))
   check(prog)
+
+
+def _other_backends() -> list:
+  """LLVM and OPENCL when this machine has them (skipped with their install hint otherwise); the one the
+  suite already runs on is left out."""
+  listed = {b.name: b for b in tgfn.backends()}
+  return [pytest.param(name, marks=pytest.mark.skipif(not listed[name].available, reason=listed[name].reason))
+          for name in ("LLVM", "OPENCL") if name in listed and name != TEST_DEVICE]
+
+
+@pytest.mark.parametrize("device", _other_backends())
+@given(prog=programs())
+@fuzz_settings(bounded_examples=8)
+def test_programs_agree_on_every_backend(device: str, prog: Program) -> None:
+  note(repr(prog))
+  check(prog, device)
