@@ -15,7 +15,7 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -23,13 +23,27 @@ from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, ca
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
-from tgfn.uop.ops import Ops
+from tgfn.dtype import DType
+from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers._cpu_threads import load_pool
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
 # agreement with the op-by-op rounding of tgfn/uop/alu.py and the PYTHON reference.
 CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
+# A kernel doing fewer than FULL_OPT_FLOPS float ops is compiled with LIGHT_OPT instead of -O2: about 30%
+# less compiler time (a cold first call is mostly gcc), and for code tgfn has already vectorized, tiled and
+# hoisted, the same inner loops. -fexpensive-optimizations puts `vzeroupper` before calls into libm (without
+# it a kernel calling exp2f per lane ran 20x slower on AVX2); -ftree-vrp drops index clamps it can prove.
+# The renderer marks such a kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
+LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp"]
+FULL_OPT_FLOPS = 1 << 24
+LIGHT_MARK = "/* tgfn: light optimization */\n"
+
+
+def compiler_flags(src: str) -> list[str]:
+  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK."""
+  return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) else CFLAGS
 
 
 def find_c_compiler() -> list[str]:
@@ -136,7 +150,8 @@ class CCompiler(Compiler):
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} cpu:{cpu_model()} target:{target}"
+    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} light:{' '.join(LIGHT_OPT)} "
+            f"cpu:{cpu_model()} target:{target}")
 
   def target_macros(self) -> str:
     """The compiler's predefined macros for -march=native: which instruction set kernels are built for.
@@ -170,7 +185,7 @@ class CCompiler(Compiler):
     name = " ".join(cc)
     CompilerRuns.add()
     try:
-      proc = subprocess.run([*cc, *CFLAGS, *self.extra_flags, "-x", "c", "-", "-o", str(out)], input=src.encode(),
+      proc = subprocess.run([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", "-o", str(out)], input=src.encode(),
                             capture_output=True, env=env)
       if proc.returncode != 0:
         raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
@@ -323,6 +338,12 @@ class NativeCRenderer(CStyleRenderer):
   def __init__(self, compiler: CCompiler):
     self.compiler = compiler
 
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
+    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops."""
+    from tgfn.engine.realize import count_flops  # here: the engine imports the device registry, which imports this
+    src = super().render(name, program, buffer_dtypes, param_dtypes)
+    return src if count_flops(program) >= FULL_OPT_FLOPS else LIGHT_MARK + src
+
   @functools.cached_property
   def vector_bytes(self) -> int:  # type: ignore[override]
     macros = self.compiler.target_macros()
@@ -348,15 +369,17 @@ class NativeCRenderer(CStyleRenderer):
 
 
 # A batch's kernels go to the compiler as their code is generated: a C unit closes once it holds
-# UNIT_CHARS characters of source and compiles in its own process while codegen goes on (Python's codegen
-# and gcc run at about the same speed, so on two cores they overlap). Starting a process costs ~30 ms of
-# CPU and a unit this size ~200 ms, so units are not made smaller.
+# UNIT_CHARS characters of source and compiles in its own process while codegen goes on. Starting a process
+# costs ~20 ms of CPU and a unit this size ~150 ms, so units are not made smaller -- except the last ones:
+# what is left when codegen ends is split over the compiler processes (pieces of TAIL_CHARS or more), so
+# that they finish together instead of one long unit running alone.
 UNIT_CHARS = 40_000
+TAIL_CHARS = 10_000
 
 
 def compile_jobs() -> int:
   """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
-  With 1 a batch is one C unit, compiled once codegen is done."""
+  With 1, a batch is one C unit per optimization level, compiled once codegen is done."""
   if (value := os.environ.get("TGFN_COMPILE_JOBS", "")).strip():
     if not value.strip().isdigit() or int(value) < 1:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
@@ -364,38 +387,71 @@ def compile_jobs() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[str, str]]]:
+  """`kernels` cut, in order, into at most `pieces` runs of about equal source size."""
+  total, out, size = sum(len(src) for _, src in kernels), [[]], 0
+  for kernel in kernels:  # a piece ends before the kernel that lies mostly past its share
+    if out[-1] and size + len(kernel[1]) / 2 > total * len(out) / pieces: out.append([])
+    out[-1].append(kernel)
+    size += len(kernel[1])
+  return out
+
+
+def _compile_unit(names: list[str], src: str) -> bytes:
+  try:
+    return _compiler.compile_cached(src)
+  except RuntimeError as e:  # the compiler's message may name no function (an error outside one): say which
+    raise RuntimeError(f"compiling the C unit of kernel(s) {', '.join(names)}: {e}") from e
+
+
 def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   """Compile several kernels (distinct function names) as C units of about UNIT_CHARS characters, each
   started as soon as it is full (`kernels` may be a generator doing codegen: the compiler runs meanwhile),
   and load each resulting library once: its kernels' programs share it, so it stays loaded while any of
-  them is referenced. Units depend only on the sources and their order, so a warm process makes the same
-  units and finds them in the disk cache."""
+  them is referenced. A unit holds kernels of one optimization level (LIGHT_MARK or not). Units depend
+  only on the sources and their order, so a warm process makes the same units and finds them in the
+  disk cache."""
   jobs = compile_jobs()
+  # while codegen runs on this thread it keeps a CPU to itself (it is what the last units wait for), the
+  # compiler processes take the others; once it is done they take them all
+  during_codegen = max(1, jobs - 1)
+  slots = threading.Semaphore(during_codegen)
+
+  def in_slot(fn: Any, *args: Any) -> Any:
+    with slots: return fn(*args)
+
   units: list[list[str]] = []
   compiled: list[Any] = []
   with ThreadPoolExecutor(max_workers=jobs + 1) as pool:
-    pool_loaded = pool.submit(load_pool)  # on a first run, the pool compiles alongside the kernels
-    names: list[str] = []
-    parts: list[str] = []
-    size = 0
+    pool_loaded = pool.submit(in_slot, load_pool)  # on a first run, the pool compiles alongside the kernels
+
+    def start(unit: list[tuple[str, str]]) -> None:
+      units.append([name for name, _ in unit])
+      compiled.append(pool.submit(in_slot, _compile_unit, units[-1], "".join(src for _, src in unit)))
+
+    pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
+    sizes = {False: 0, True: 0}
+    order: list[str] = []
     for name, src in kernels:
-      names.append(name)
-      parts.append(src)
-      size += len(src)
-      if jobs > 1 and size >= UNIT_CHARS:
-        units.append(names)
-        compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
-        names, parts, size = [], [], 0
-    if names:
-      units.append(names)
-      compiled.append(pool.submit(_compiler.compile_cached, "".join(parts)))
+      order.append(name)
+      light = src.startswith(LIGHT_MARK)
+      pending[light].append((name, src))
+      sizes[light] += len(src)
+      if jobs > 1 and sizes[light] >= UNIT_CHARS:
+        start(pending[light])
+        pending[light], sizes[light] = [], 0
+    for _ in range(jobs - during_codegen): slots.release()
+    for light, rest in pending.items():
+      if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
+        largest = max(len(src) for _, src in rest)
+        for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
     binaries = [c.result() for c in compiled]
     pool_loaded.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
-  programs = []
+  programs: dict[str, CPUProgram] = {}
   for names, binary in zip(units, binaries):
     library = _Library(binary)
-    programs += [CPUProgram(name, library) for name in names]
-  return programs
+    programs.update((name, CPUProgram(name, library)) for name in names)
+  return [programs[name] for name in order]
 
 
 _compiler = CCompiler()

@@ -2,7 +2,7 @@
 import pytest
 
 from tgfn.dtype import dtypes
-from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite, toposort
+from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite, substitute, toposort
 
 
 def test_hash_consing_gives_identical_objects():
@@ -46,6 +46,28 @@ def test_graph_rewrite_handles_graphs_deeper_than_the_recursion_limit():
                                 lambda y, c: y if c.arg == 0 else None)])
   assert graph_rewrite(node, strip_zero) is x
   assert len(toposort([node])) == 5000 * 1 + 2
+
+
+def test_toposort_lists_each_node_once_after_its_sources_in_depth_first_order():
+  a, b = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 1)
+  ab = a + b
+  top = (ab * a) - b
+  assert toposort([top]) == [a, b, ab, ab * a, top]
+  assert toposort([b, top, ab]) == [b, a, ab, ab * a, top]  # roots in order; one reached earlier is not repeated
+  assert toposort([top], lambda u: u.src[:1]) == [a, ab, ab * a, top]  # children as the caller defines them
+
+
+def test_substitute_shares_a_memo_between_calls_with_the_same_mapping():
+  x, y = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 1)
+  shared = (x * 4) + y
+  first, second = shared + 1, shared * shared
+  mapping = {x: UOp.const(dtypes.int32, 3)}
+  memo: dict = {}
+  assert substitute(first, mapping, memo) is substitute(first, mapping)
+  assert memo[shared] is (UOp.const(dtypes.int32, 3) * 4) + y
+  memo[shared] = y  # a memoized subgraph is taken from the memo, not walked again
+  assert substitute(second, mapping, memo) is y * y
+  assert substitute(second, mapping) is substitute(shared, mapping) * substitute(shared, mapping)
 
 
 def test_const_values_wrap_to_their_dtype():

@@ -12,6 +12,8 @@ becomes the lanes of vector values. After this a kernel has only GLOBAL, THREAD 
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from tgfn.uop.ops import AxisType, Ops, UOp, substitute, toposort
 from tgfn.uop.symbolic import build_sum, split_sum
 
@@ -20,14 +22,16 @@ def _ranges_of(ast: UOp, kind: AxisType) -> list[UOp]:
   return sorted((u for u in toposort([ast]) if u.op is Ops.RANGE and u.kind is kind), key=lambda r: r.arg[0])
 
 
-def _at(u: UOp, rng: UOp, value: int) -> UOp: return substitute(u, {rng: UOp.const(rng.dtype, value)})
+def _at(u: UOp, rng: UOp, value: int, memo: Optional[dict[UOp, UOp]] = None) -> UOp:
+  """`u` with `rng` set to `value`; `memo` is shared by the calls for one (rng, value) (see substitute)."""
+  return substitute(u, {rng: UOp.const(rng.dtype, value)}, memo)
 
 
 def expand_upcasts(ast: UOp) -> UOp:
   for rng in _ranges_of(ast, AxisType.UPCAST):
-    stores = []
+    stores, memos = [], [{} for _ in range(rng.size)]
     for store in ast.src:
-      if rng in toposort([store]): stores.extend(_at(store, rng, i) for i in range(rng.size))
+      if rng in toposort([store]): stores.extend(_at(store, rng, i, memos[i]) for i in range(rng.size))
       else: stores.append(store)
     ast = ast.replace(src=tuple(stores))
   return ast
@@ -35,10 +39,10 @@ def expand_upcasts(ast: UOp) -> UOp:
 
 def expand_unrolls(ast: UOp) -> UOp:
   for rng in _ranges_of(ast, AxisType.UNROLL):
-    closing = {}
+    closing, memos = {}, [{} for _ in range(rng.size)]
     for u in toposort([ast]):
       if u.op is Ops.REDUCE and rng in u.reduce_ranges:
-        values = tuple(_at(v, rng, i) for v in u.reduce_values for i in range(rng.size))
+        values = tuple(_at(v, rng, i, memos[i]) for v in u.reduce_values for i in range(rng.size))
         closing[u] = u.replace(src=values + tuple(r for r in u.reduce_ranges if r is not rng))
     ast = substitute(ast, closing)
   return ast
@@ -56,6 +60,7 @@ def _contiguous_base(idx: UOp, rng: UOp):
 class _Vectorizer:
   def __init__(self, rng: UOp):
     self.rng, self.width = rng, rng.size
+    self.memos: list[dict[UOp, UOp]] = [{} for _ in range(self.width)]  # one per lane, for _at
     self.out: dict[UOp, UOp] = {rng: UOp(Ops.VECTORIZE, rng.dtype.vec(self.width),
                                          tuple(UOp.const(rng.dtype, i) for i in range(self.width)))}
 
@@ -68,7 +73,7 @@ class _Vectorizer:
 
   def lanes(self, u: UOp) -> tuple[UOp, ...]:
     u = self.scalar_rebuilt(u)
-    return tuple(_at(u, self.rng, i) for i in range(self.width))
+    return tuple(_at(u, self.rng, i, self.memos[i]) for i in range(self.width))
 
   def vec(self, s: UOp) -> UOp:
     """The vectorized value of source `s` (a broadcast if it does not depend on the lanes)."""
@@ -101,7 +106,7 @@ class _Vectorizer:
     base = _contiguous_base(idx, self.rng)
     if base is not None: return [UOp(Ops.STORE, None, (buf, base, self.vec(value)))]
     vector = self.vec(value)
-    return [UOp(Ops.STORE, None, (buf, _at(idx, self.rng, i), UOp(Ops.GEP, value.dtype, (vector,), i)))
+    return [UOp(Ops.STORE, None, (buf, _at(idx, self.rng, i, self.memos[i]), UOp(Ops.GEP, value.dtype, (vector,), i)))
             for i in range(self.width)]
 
   def reduce(self, u: UOp) -> UOp:

@@ -223,6 +223,10 @@ class CompiledGraph:
   @staticmethod
   def _reads_only_in_place(step: Step, input_slot: int) -> bool:
     if input_slot not in step.inputs: return True
+    # C kernels declare their buffers `restrict`: the compiler may move a load of the input past the store
+    # of another output, which, sharing the input's memory, has overwritten it (gcc -O1 does). Only a lone
+    # store is safe: every load of the input feeds the value it stores.
+    if len(step.lowered.ast.src) > 1: return False
     position = step.slots.index(input_slot)
     at = step.lowered.ast.src[0].src[1]  # every output of a kernel is stored at the same index
     loads = [u for u in step.lowered.ast.toposort() if u.op is Ops.LOAD and u.src[0].arg == position]

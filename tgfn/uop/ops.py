@@ -337,10 +337,26 @@ def normalize_const(value: Any, dtype: DType) -> Any:
   return float(value)
 
 
-def toposort(roots: Sequence[UOp], children: Callable[[UOp], Sequence[UOp]] = lambda u: u.src) -> list[UOp]:
+def toposort(roots: Sequence[UOp], children: Optional[Callable[[UOp], Sequence[UOp]]] = None) -> list[UOp]:
   """Every node reachable from `roots` through `children` (default: the sources), each after its children."""
   order: list[UOp] = []
   seen: set[UOp] = set()
+  if children is None:  # the common walk, depth first with an iterator per open node (codegen's hottest loop)
+    for root in roots:
+      if root in seen: continue
+      seen.add(root)
+      path = [(root, iter(root.src))]
+      while path:
+        node, rest = path[-1]
+        for s in rest:
+          if s not in seen:
+            seen.add(s)
+            path.append((s, iter(s.src)))
+            break
+        else:
+          path.pop()
+          order.append(node)
+    return order
   stack: list[tuple[UOp, bool]] = [(r, False) for r in reversed(roots)]
   while stack:
     node, expanded = stack.pop()
@@ -441,12 +457,16 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional
   return done[root]
 
 
-def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+def substitute(root: UOp, mapping: dict[UOp, UOp], memo: Optional[dict[UOp, UOp]] = None) -> UOp:
   """Replace nodes by `mapping` everywhere in the graph under `root`. A CALL node's bodies are closed
-  graphs over their own inputs (tgfn/uop/body.py): they are never entered, nothing there needs replacing."""
-  done: dict[UOp, UOp] = {}
+  graphs over their own inputs (tgfn/uop/body.py): they are never entered, nothing there needs replacing.
+  `memo` (node -> its replacement) may be shared by calls with the same mapping: a subgraph it holds is
+  not walked again (expanding a vector axis substitutes each lane into many graphs sharing their indices)."""
+  done: dict[UOp, UOp] = {} if memo is None else memo
+  if root in done: return done[root]
   keep_lines = helpers.locator is not None  # a rebuilt node keeps its user's source line (tgfn/viz/locations.py)
-  for node in toposort([root]):
+  for node in toposort([root], lambda u: () if u in done or u in mapping else u.src):
+    if node in done: continue
     if node in mapping: done[node] = mapping[node]
     else:
       new_src = tuple(done[s] for s in node.src)

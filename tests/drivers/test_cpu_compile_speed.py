@@ -1,0 +1,119 @@
+"""What keeps the CPU driver's cold compile short, checked for behaviour (no timings): the C prelude reads no
+system header, yet every C library function a kernel may call is declared; small kernels compile with
+lighter optimization, in units of their own; the last units of a batch are split over the compiler
+processes."""
+import subprocess
+
+import numpy as np
+import pytest
+
+import tgfn.numpy as tnp
+from tgfn.dtype import dtypes
+from tgfn.engine.realize import prepare_kernel
+from tgfn.renderer.dialects import C
+from tgfn.schedule.schedule import create_schedule
+from tgfn.uop.ops import Ops
+from tgfn_drivers import cpu
+from tgfn_drivers._cpu_threads import load_pool
+from tgfn_drivers.cpu import find_c_compiler
+
+
+def test_the_c_prelude_reads_no_system_header_and_declares_every_function_kernels_call(tmp_path):
+  assert "#include" not in C.prelude
+  calls = [f"{C.math(op, dt)}(({dt.cname})x)" for op in (Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TRUNC)
+           for dt in (dtypes.float32, dtypes.float64)]
+  bits = C.bitcast("(float)x", dtypes.float32, dtypes.int32)  # a bit cast is a memcpy
+  src = C.prelude + f"double k(double x) {{ return {' + '.join(calls)} + {bits}; }}\n"
+  (tmp_path / "k.c").write_text(src)
+  # an undeclared function, or one declared unlike the C library's, is an error here
+  proc = subprocess.run([*find_c_compiler(), "-std=c11", "-Werror=implicit-function-declaration", "-Werror=builtin-declaration-mismatch",
+                         "-c", str(tmp_path / "k.c"), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+
+
+KERNEL = "void {name}(float* restrict data0) {{ data0[0] = {value}f; /* {pad} */ }}\n"
+
+
+def _kernel(name: str, value: float, light: bool, pad: int = 0) -> tuple[str, str]:
+  return name, (cpu.LIGHT_MARK if light else "") + KERNEL.format(name=name, value=value, pad="." * pad)
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+  """An empty disk cache, the pool already loaded (its compile is not what these tests watch), and every C
+  unit compiled recorded."""
+  load_pool()
+  monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
+  units: list[str] = []
+  real = cpu.CCompiler.compile
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (units.append(src), real(self, src))[1])
+  return units
+
+
+def _run_all(programs, want):
+  out = np.zeros(1, np.float32)
+  for p, value in zip(programs, want):
+    p(out.ctypes.data)
+    assert out[0] == value
+
+
+def test_small_kernels_are_marked_light_and_large_contractions_are_not(monkeypatch):
+  monkeypatch.setenv("DEV", "CPU")
+  a = tnp.asarray(np.ones((256, 256), np.float32))
+  [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
+  light = prepare_kernel(small.kernel, "CPU")
+  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops
+  full = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])), key=lambda p: p.flops)
+  assert light.flops < cpu.FULL_OPT_FLOPS <= full.flops
+  assert light.source.startswith(cpu.LIGHT_MARK) and cpu.LIGHT_MARK not in full.source
+
+
+def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
+  argvs = []
+  real = subprocess.run
+  monkeypatch.setattr(cpu.subprocess, "run", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
+  for light in (True, False):
+    cpu.CCompiler().compile(_kernel("k", 1.5, light)[1])
+  assert set(cpu.LIGHT_OPT) <= set(argvs[0]) and "-O2" not in argvs[0]
+  assert "-O2" in argvs[1] and not set(cpu.LIGHT_OPT) & set(argvs[1])
+
+
+def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  kernels = [_kernel(f"k{i}", i + 0.5, light=i % 3 != 0) for i in range(7)]
+  programs = cpu.build_many(iter(kernels))
+  _run_all(programs, [i + 0.5 for i in range(7)])  # in the order given, whatever unit each went to
+  assert len(fresh) == 2
+  light, full = sorted(fresh, key=lambda src: not src.startswith(cpu.LIGHT_MARK))
+  assert light == "".join(src for _, src in kernels if src.startswith(cpu.LIGHT_MARK))
+  assert full == "".join(src for _, src in kernels if not src.startswith(cpu.LIGHT_MARK))
+
+
+def test_what_is_left_when_codegen_ends_is_split_over_the_compiler_processes(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 10_000)  # no unit fills up: all of it is left at the end
+  monkeypatch.setattr(cpu, "TAIL_CHARS", 100)
+  kernels = [_kernel(f"k{i}", i + 0.5, light=True, pad=60) for i in range(6)]
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert sorted(fresh) == sorted(["".join(src for _, src in kernels[:3]), "".join(src for _, src in kernels[3:])])
+  fresh.clear()
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert fresh == []  # a warm run cuts the same units: all on disk
+  fresh.clear()
+  monkeypatch.setattr(cpu, "TAIL_CHARS", 10_000)  # a small rest stays one unit: a process costs more than it saves
+  cpu.build_many(iter(_kernel(f"j{i}", i + 0.5, light=True) for i in range(6)))
+  assert len(fresh) == 1
+  fresh.clear()
+  monkeypatch.setattr(cpu, "TAIL_CHARS", 100)  # a piece is never smaller than the largest kernel of the rest
+  cpu.build_many(iter([_kernel("big", 0.5, light=True, pad=400), *(_kernel(f"m{i}", i + 0.5, light=True) for i in range(3))]))
+  assert len(fresh) == 1
+
+
+def test_a_failing_unit_names_its_kernels(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)  # one unit per kernel
+  broken = ("broken", cpu.LIGHT_MARK + "typedef float broken_t broken_t;\nvoid broken(float* data0) {}\n")
+  with pytest.raises(RuntimeError) as info:
+    cpu.build_many([_kernel("fine", 1.5, light=True), broken])
+  first_line = str(info.value).splitlines()[0]
+  assert "broken" in first_line and "fine" not in first_line
