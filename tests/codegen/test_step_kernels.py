@@ -10,6 +10,8 @@ import pytest
 import tgfn
 import tgfn.numpy as tnp
 from tgfn.engine import realize as realize_mod
+from tgfn.schedule.schedule import create_schedule
+from tgfn.uop.ops import Ops
 from tests.codegen.test_vector_ops import FLOATS, WIDE_INTS, _check, _pair, _run
 
 WIDENED_BOOL = "(-__builtin_convertvector("  # a bool vector widened from its 0/1 bytes into a select mask
@@ -58,3 +60,56 @@ def test_large_matmul_and_long_reduction_use_threads(monkeypatch):
   assert any(_threaded_kernels(lambda a, b: a @ b, [(256, 512), (512, 512)], monkeypatch))
   # 8 MB read by a vectorized row sum: bound by memory, which the second core speeds up
   assert all(_threaded_kernels(lambda a: a.sum(1), [(2048, 1024)], monkeypatch))
+
+
+def _adam(p, g, m, v, lr=1e-3, b1=0.9, b2=0.999):
+  m = b1 * m + (1 - b1) * g
+  v = b2 * v + (1 - b2) * g * g
+  return p - lr * m / (tnp.sqrt(v) + 1e-8), m, v
+
+
+def _bias_step(dz, x, p, m, v):  # Adam on a bias: its gradient a reduction that all three outputs read
+  return _adam(p, (dz * (x > 0)).sum(0), m, v)
+
+
+def _transposed_step(dz, x, p, m, v):  # the gradient read through a transpose and a reshape
+  return _adam(p, (dz * x).sum(0).reshape(8, 4).T, m, v)
+
+
+def _weight_step(dz, x, p, m, v):  # a contraction: tiled in a kernel of its own, the update after it
+  return _adam(p, dz.T @ x, m, v)
+
+
+# the kernels' names ("r..." reduces, "E..." is elementwise): a fused update is one reducing kernel
+STEPS = {"bias": (_bias_step, [(64, 32), (64, 32), (32,), (32,), (32,)], ["r_32"]),
+         "transposed": (_transposed_step, [(64, 32), (64, 32), (4, 8), (4, 8), (4, 8)], ["r_4_8"]),
+         "weight": (_weight_step, [(64, 32), (64, 32), (32, 32), (32, 32), (32, 32)], None)}
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_reduction_read_by_an_update_group_joins_it(name, monkeypatch):
+  """A reduction that only a multi-output kernel's members read, element for element, is computed inside
+  that kernel (once per element): Adam's update of a bias is one kernel with its gradient."""
+  fn, shapes, kernels = STEPS[name]
+  rng = np.random.default_rng(0)
+  inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  inputs[4] = inputs[4] ** 2  # v >= 0
+  results = {}
+  for device in ("CPU", "PYTHON"):
+    monkeypatch.setenv("DEV", device)
+    jitted = tgfn.jit(fn)
+    results[device] = [np.asarray(o) for o in jitted(*[tnp.array(a) for a in inputs])]
+    names = [k.name for k in jitted.lower(*[tnp.array(a) for a in inputs]).kernels]
+    if kernels is None: assert "E_32_32" in names and sum(n.startswith("r") for n in names) == 1, names
+    else: assert names == kernels
+  for got, want in zip(results["CPU"], results["PYTHON"]): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # reductions reorder (docs/compiler.md)
+
+
+@pytest.mark.parametrize("name", ["bias", "transposed"])
+def test_joined_reduction_is_computed_once(name):
+  fn, shapes, _ = STEPS[name]
+  rng = np.random.default_rng(0)
+  outs = fn(*[tnp.array(rng.standard_normal(s).astype(np.float32)).realize() for s in shapes])
+  [item] = create_schedule([o.uop for o in outs])
+  assert item.kernel.n_outputs == 3
+  assert sum(u.op is Ops.REDUCE for u in item.kernel.ast.toposort()) == 1
