@@ -162,7 +162,7 @@ def test_matmul_small_and_on_the_worker_pool(opts):
   rng = np.random.default_rng(1)
   a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 16)).astype(np.float32)
   check(lambda x, y: (x @ y, x.T @ x), a, b, rtol=1e-4)
-  big = rng.standard_normal((160, 160)).astype(np.float32)
+  big = rng.standard_normal((256, 256)).astype(np.float32)
   with on("LLVM"):
     got = np.asarray(tnp.array(big) @ tnp.array(big))
   np.testing.assert_allclose(got, big.astype(np.float64) @ big, rtol=1e-4, atol=1e-3)

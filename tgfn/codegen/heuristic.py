@@ -20,9 +20,12 @@ from tgfn.codegen.policy import strict_float
 from tgfn.uop.ops import AxisType, Ops, UOp, graph_rewrite, toposort
 from tgfn.uop.symbolic import split_sum, symbolic
 
-# a kernel doing less work than this (loop iterations x loads) runs on the calling thread: below about
-# 250 us of work, waking the worker pool costs as much as it saves (tgfn_drivers/_cpu_threads.py)
+# a kernel doing less work than this (loop iterations x loads, per vector lane group when a reduction is
+# vectorized) runs on the calling thread: below about 250 us of work, waking the worker pool costs as much
+# as it saves (tgfn_drivers/_cpu_threads.py)
 THREAD_MIN_WORK = 2_000_000
+# ... unless it reads this many bytes: a long reduction is bound by memory, which a second core speeds up
+THREAD_MIN_BYTES = 2_500_000
 # a register tile or an unrolled reduction saves at most microseconds on a kernel doing less work than
 # this, and multiplies the C the compiler must digest: the MLP step's five such kernels (softmax rows of
 # 10 classes, the loss) took 0.3 s of its 1 s of gcc time with them; the step's run time did not change
@@ -152,8 +155,20 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     sizes[first], sizes[vector_axis] = sizes[vector_axis], sizes[first]
 
   threadable = [i for i in out_axes if sizes[i] >= 2]  # the outermost loop that can be split
-  if work >= THREAD_MIN_WORK and threadable: opts.append(Opt(OptOps.THREAD, threadable[0]))
+  if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
+    opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts
+
+
+def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], lanes: int) -> bool:
+  """Whether the kernel does enough to repay waking the worker pool. A vectorized reduction does `lanes`
+  multiply-adds per instruction: a 64x128x128 matmul (2M loads, 23 us on one core) took 58 us on two.
+  It is threaded still when its loads read enough memory (each load's footprint: the product of the axes
+  it moves along)."""
+  if work // lanes >= THREAD_MIN_WORK: return True
+  if lanes == 1: return False
+  footprint = sum(ld.dtype.itemsize * math.prod(a.size for a in axes if stride(ld.src[1], a) != 0) for ld in loads)
+  return footprint >= THREAD_MIN_BYTES
 
 
 def _renumbered(opt: Opt, a: int, b: int) -> Opt:

@@ -3,7 +3,8 @@
 The output loops (THREAD first, then GLOBAL, by id) are the outer loops; inside them the stores come in
 order, each within its own sequential loops (AxisType.LOOP: a scatter's copy, then its pass over the
 updates), which close before the next store's open. Every other node is placed in
-the innermost loop it depends on, in dependency order, so loop-invariant work is hoisted. Each REDUCE
+the innermost loop it depends on, in dependency order, so loop-invariant work is hoisted out of every
+loop (an output loop opens after what does not depend on it). Each REDUCE
 becomes an accumulator: DEFINE_ACC before its loops, ASSIGN acc = acc <op> value inside them (once per
 value, in order), and after the loops the DEFINE_ACC itself stands for the result. REDUCEs over the
 same loops that are ready together share one loop nest: an unrolled tile of accumulators (a register
@@ -139,7 +140,15 @@ def linearize(ast: UOp) -> list[UOp]:
   lin = _Linearizer(reductions)
   outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
   outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
-  for rng in outer: lin.place(rng)
+  # each output loop opens after the work that does not depend on it or on a loop inside it (loop-invariant
+  # code motion: Adam's bias correction is computed once, not per element). A THREAD loop opens first:
+  # its body is what runs on each worker
+  work = [u for u in toposort([ast]) if u.op is not Ops.STORE and u.op is not Ops.SINK]
+  opened: frozenset[UOp] = frozenset()
+  for rng in outer:
+    if rng.kind is not AxisType.THREAD: lin.emit_scope(work, opened)
+    lin.place(rng)
+    opened |= {rng}
   # every load the stores need (outside sequential loops) before the first store: a tile that does not
   # divide its axis stores its last element more than once (opts.py), and an in-place update must read
   # the old value each time

@@ -70,11 +70,9 @@ class CStyleRenderer(Renderer):
     for u in reversed(program):  # the output loops close last
       if u.op is not Ops.ENDRANGE: break
       closing.add(u.src[0])
-    outer = []
-    for u in program:  # and open first (after their bounds)
-      if u.op is Ops.CONST: continue
-      if u.op is not Ops.RANGE or u.kind is not AxisType.GLOBAL or u not in closing: break
-      outer.append(u)
+    # in the order they open; work hoisted out of the loops inside them (linearize.py), a loop-invariant
+    # reduction included, may come between them: each work item runs it in program order
+    outer = [u for u in program if u.op is Ops.RANGE and u.kind is AxisType.GLOBAL and u in closing]
     ids: dict[UOp, int] = {}
     for dim, rng in enumerate(reversed(outer[-len(self.dialect.global_ids):])):
       if rng.size > self.dialect.global_ids[dim][1]: break

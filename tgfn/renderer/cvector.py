@@ -69,6 +69,11 @@ class VectorALU:
       return _compare(cond.op, self.ref(cond.src[0]), self.ref(cond.src[1]), mask)
     if cond.op in (Ops.AND, Ops.OR) and self._fits(cond.src):  # e.g. a NaN-propagating max: combined masks
       return f"({self.mask_of(cond.src[0], mask)} {_BITWISE[cond.op]} {self.mask_of(cond.src[1], mask)})"
+    if cond.op in (Ops.CMPNE, Ops.XOR) and cond.src[0].dtype.scalar().is_bool and self._fits(cond.src):
+      # `a != b` on bools (`x == y` is `(x != y) != True`): combined masks, never through 0/1 bytes,
+      # whose int -> byte conversion gcc does one lane at a time
+      return f"({self.mask_of(cond.src[0], mask)} ^ {self.mask_of(cond.src[1], mask)})"
+    if (k := _splatted_const(cond)) is not None: return _splat("-1" if k else "0", mask)
     return f"(-__builtin_convertvector({self.ref(cond)}, {mask.cname}))"
 
   def _fits(self, srcs: tuple[UOp, ...]) -> bool:

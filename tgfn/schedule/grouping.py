@@ -111,3 +111,55 @@ def _joinable(node: UOp, groups: list[list[UOp]], alone: set[UOp], reads: dict[U
     if any(x not in member_set and upstream.get(x, set()) & member_set for x in upstream[node]): continue
     return members
   return None
+
+
+
+_BIJECTIVE_VIEWS = (Ops.RESHAPE, Ops.PERMUTE)  # every element read exactly once: a reduction under one is not redone
+
+
+def inline_shared_reductions(groups: list[list[UOp]], realize: set[UOp], outs: list[UOp]) -> tuple[list[list[UOp]], set[UOp]]:
+  """Move into a multi-output kernel a reduction that only its members read, each element for element: the
+  bias gradient that Adam's `m`, `v` and parameter update all read.
+  It got a buffer because several values read it (kernelize._reductions_once); computed in their shared
+  kernel it is lowered once, at the index where every member reads it, and its kernel and buffer go."""
+  owner = {node: i for i, group in enumerate(groups) for node in group}
+  readers: dict[UOp, set[UOp]] = {}
+  for node in realize:
+    for source in _reads(node, realize)[0]: readers.setdefault(source, set()).add(node)
+  kept, inlined = set(outs), set()
+  for reduction in [g[0] for g in groups if len(g) == 1 and g[0].op is Ops.REDUCE_AXIS and g[0] not in kept]:
+    users = readers.get(reduction, set())
+    if not users or any(u not in owner for u in users) or len({owner[u] for u in users}) != 1: continue
+    members = groups[owner[next(iter(users))]]
+    # a contraction (its operands broadcast) stays apart: tiled in a kernel of its own, and the update
+    # elementwise after it, the main job's 128x128 weight gradient plus Adam took 45 us, fused 64
+    if _contraction(reduction): continue
+    if len(members) > 1 and _read_through_one_view(members, reduction, realize - {reduction}): inlined.add(reduction)
+  if not inlined: return groups, realize
+  return [g for g in groups if g[0] not in inlined], realize - inlined
+
+
+def _contraction(reduction: UOp) -> bool:
+  """A sum of products of broadcast operands (a matmul, as packing.py sees one)."""
+  src = reduction.src[0]
+  return src.op is Ops.MUL and any(s.op is Ops.EXPAND for s in src.src)
+
+
+def _read_through_one_view(members: list[UOp], reduction: UOp, realize: set[UOp]) -> bool:
+  """Whether every member reaches `reduction` through elementwise ops and then one shared chain of
+  reshapes and permutes: each then lowers it at the same index, so the kernel computes it once per element."""
+  parts = {x for m in members for x in _unrealized(m, realize)}
+  views = {reduction}
+  grown = True
+  while grown:  # the reshapes and permutes of the reduction, and of those
+    fresh = {x for x in parts if x not in views and x.op in _BIJECTIVE_VIEWS and x.src[0] in views}
+    views |= fresh
+    grown = bool(fresh)
+  tops = {m for m in members if m in views}  # a member that is itself a view is stored at its own index
+  for x in parts:
+    if x in views: continue
+    for s in x.src:
+      if s not in views: continue
+      if x.op not in GroupOp.ALU and x.op is not Ops.DETACH: return False  # broadcast, shrunk, reduced again...
+      tops.add(s)
+  return len(tops) == 1

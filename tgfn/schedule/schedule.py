@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tgfn.helpers import track
-from tgfn.schedule.grouping import group_kernels
+from tgfn.schedule.grouping import group_kernels, inline_shared_reductions
 from tgfn.schedule.packing import pack_contraction_operands
 from tgfn.schedule.kernelize import LoweredKernel, find_realize_points, lower_kernel
 from tgfn.uop.body import inline_calls
@@ -30,8 +30,9 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   # a rewritten output is still the caller's node: items name it as the caller does
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}
   realize = find_realize_points(rewritten)
+  groups, realize = inline_shared_reductions(group_kernels(realize, toposort(rewritten)), realize, rewritten)
   items = []
-  for group in group_kernels(realize, toposort(rewritten)):
+  for group in groups:
     node = group[0]
     if node.op in (Ops.COPY, Ops.HOST):
       items.append(ScheduleItem((name.get(node, node),), None, tuple(name.get(s, s) for s in node.src), node.op is Ops.HOST))
