@@ -61,7 +61,7 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
-    if helpers.locator is not None: helpers.locator(uop)  # VIZ=1, DEBUG_NANS=1: the user's line that made it
+    if "_user_line" not in uop.__dict__ and helpers.locator is not None: helpers.locator(uop)  # tgfn/viz/locations.py
 
   # ---- construction
   @staticmethod
