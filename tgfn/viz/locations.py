@@ -63,7 +63,8 @@ def at_user_line() -> str:
   line = user_line(2)
   if line is None: return ""
   path, _, number = line.rpartition(":")
-  return f"\n  at {line}: {linecache.getline(path, int(number)).strip()}"
+  code = linecache.getline(path, int(number)).strip()
+  return f"\n  at {line}: {code}" if code else f"\n  at {line}"
 
 
 def locate(node: UOp) -> None:
