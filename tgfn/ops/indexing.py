@@ -257,7 +257,7 @@ def _gather(y: Array, plan: _Plan, mode: Optional[str], fill_value: Any) -> Arra
     batch = broadcast_shapes(*[a.index.shape for a in adv])
   except ValueError:
     raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
-                     + f" {at_user_line()}".join(str(a.index.shape) for a in adv)) from None
+                     + " ".join(str(a.index.shape) for a in adv) + at_user_line()) from None
   sizes = [y.shape[a.axis] for a in adv]
   if mode in (None, "clip") and 0 in sizes and math.prod(batch):
     raise IndexError(f"cannot clamp indices into an axis of size 0 (indexed axes of sizes {tuple(sizes)}); "
