@@ -61,7 +61,8 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
-    if "_user_line" not in uop.__dict__ and helpers.locator is not None: helpers.locator(uop)  # tgfn/viz/locations.py
+    # the user's line that built it (tgfn/viz/locations.py); a BUFFER computes nothing, a located node is done
+    if helpers.locator is not None and uop.op is not Ops.BUFFER and "_user_line" not in uop.__dict__: helpers.locator(uop)
 
   # ---- construction
   @staticmethod

@@ -71,8 +71,10 @@ def locate(node: UOp) -> None:
   """Remember the user's line on `node` (Array.__init__ calls it for a node that has none yet). The first
   line that builds a node keeps it: nodes are hash-consed."""
   # A BUFFER (an input, a realized result) computes nothing a line could be blamed for, and jitted calls
-  # make a new one per call: not located.
-  if node.op is Ops.BUFFER: return
+  # make a new one per call: not located (None marks it, so a recycled output is not looked at again).
+  if node.op is Ops.BUFFER:
+    node.__dict__[LOCATION] = None
+    return
   forward = helpers.differentiating
   if forward is not None and (origin := forward.__dict__.get(LOCATION)) is not None:
     node.__dict__[LOCATION] = (origin[0], origin[1], "backward")
