@@ -294,17 +294,12 @@ def on_backend(backend: Optional[str]) -> Iterator[None]:
   if backend is None:
     yield
     return
-  before = os.environ.get("DEV")
-  os.environ["DEV"] = backend
-  try:
-    yield
-  finally:
-    if before is None: del os.environ["DEV"]
-    else: os.environ["DEV"] = before
+  from tgfn.helpers import Context
+  with Context(DEV=backend): yield
 
 
 def run_on(backend: Optional[str], fn: Callable[[], Any]) -> Callable[[], Any]:
-  """`fn` made to run with tgfn's default device `backend` (the env switch costs about a microsecond), and
+  """`fn` made to run with tgfn's default device `backend` (the switch costs a few microseconds), and
   to wait for that device's queued kernels (an asynchronous device's `synchronize`, as block_until_ready
   does, for workloads whose outputs are not all arrays)."""
   if backend is None: return fn

@@ -23,7 +23,6 @@ Run: python bench/matmul.py [--quick] [--sizes 1024,2048] [--rounds 3] [--round-
 """
 import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported)
 
-import os
 
 import numpy as np
 
@@ -51,14 +50,9 @@ def products(fw, mod, a, b):
 
 def searched_product(tgfn, a, b, width):
   """The tgfn product compiled with BEAM=width: the search runs in the first, compiling call."""
-  before = os.environ.get("BEAM")
-  os.environ["BEAM"] = str(width)
-  try:
+  with tgfn.Context(BEAM=width):
     fn = products("tgfn", tgfn, a, b)
     fn()
-  finally:
-    if before is None: del os.environ["BEAM"]
-    else: os.environ["BEAM"] = before
   return fn
 
 

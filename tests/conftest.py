@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tgfn.helpers import settings as tgfn_settings
+
 # The default profile is deterministic: every run (a fresh clone, CI) draws the same examples, and a
 # failure prints the @reproduce_failure blob that replays it. HYPOTHESIS_PROFILE=explore searches with
 # random seeds and more examples (each failure still prints its blob).
@@ -41,6 +43,29 @@ def pytest_configure(config) -> None:
       require_backend(TEST_DEVICE)
     except BackendUnavailable as e:
       raise pytest.UsageError(str(e)) from e
+
+
+class _SettingsMonkeyPatch(pytest.MonkeyPatch):
+  """monkeypatch whose setenv/delenv of a tgfn setting take effect at once: tgfn reads the environment into
+  `tgfn.settings` at import, and `settings.reload` is its documented way to read it again."""
+  def setenv(self, name: str, value: str, prepend=None) -> None:
+    super().setenv(name, value, prepend)
+    tgfn_settings.reload(name)
+
+  def delenv(self, name: str, raising: bool = True) -> None:
+    super().delenv(name, raising)
+    tgfn_settings.reload(name)
+
+  def undo(self) -> None:
+    super().undo()
+    tgfn_settings.reload()  # also drops what the test set with tgfn.config.update
+
+
+@pytest.fixture
+def monkeypatch():
+  patch = _SettingsMonkeyPatch()
+  yield patch
+  patch.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -29,10 +29,10 @@ from tgfn import sharding  # noqa: F401,E402
 from tgfn.transforms.shard_map import shard_map  # noqa: F401,E402
 from tgfn.transforms.pmap import pmap  # noqa: F401,E402
 from tgfn import config  # noqa: F401,E402
-if helpers.getenv("DEBUG_NANS") not in ("", "0"):  # the NaN check names the user's line: remember lines
+if settings.SOURCE_LINES:  # every node remembers the user's line that built it (errors, DEBUG_NANS and VIZ name it)
   from tgfn.viz.locations import turn_on as _remember_lines
   _remember_lines()
-if helpers.getenv("VIZ") not in ("", "0"):  # VIZ=1: record everything and serve the page (tgfn/viz/)
+if settings.VIZ:  # VIZ=1: record everything and serve the page (tgfn/viz/)
   from tgfn.viz import enable as _enable_viz
   _enable_viz()
 

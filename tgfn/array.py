@@ -61,7 +61,8 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
-    if helpers.locator is not None: helpers.locator(uop)  # VIZ=1, DEBUG_NANS=1: the user's line that made it
+    # the user's line that built it (tgfn/viz/locations.py); a BUFFER computes nothing, a located node is done
+    if helpers.locator is not None and uop.op is not Ops.BUFFER and "_user_line" not in uop.__dict__: helpers.locator(uop)
 
   # ---- construction
   @staticmethod
@@ -167,7 +168,7 @@ class Array:
     return out if dtype is None else out.astype(dtype)
 
   def item(self, _what: str = "item()") -> Scalar:
-    if self.size != 1: raise ValueError(f"{_what} needs an array with one element, got shape {self.shape}")
+    if self.size != 1: raise ValueError(f"{_what} needs an array with one element, got shape {self.shape}{at_user_line()}")
     return self.numpy(_what).reshape(()).item()
 
   def tolist(self) -> Any: return self.numpy().tolist()
@@ -176,12 +177,12 @@ class Array:
   def __complex__(self) -> complex: return complex(self.item("complex(x)"))
 
   def __index__(self) -> int:
-    if not self.dtype.is_int: raise TypeError(f"only integer arrays can be used as an index, got {self.dtype.name}")
+    if not self.dtype.is_int: raise TypeError(f"only integer arrays can be used as an index, got {self.dtype.name}{at_user_line()}")
     return int(self.item("using an array as an index"))
 
   def __bool__(self) -> bool:
     if self.size != 1:
-      raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all()")
+      raise ValueError(f"the truth value of an array of shape {self.shape} is ambiguous; use .any() or .all(){at_user_line()}")
     return bool(self.item("bool(x) (e.g. `if x:`)"))
 
   def __len__(self) -> int:
@@ -238,7 +239,7 @@ class Array:
       raise TypeError(f"gather indices must be integers other than uint64, got {index.dtype.name}")
     if index.ndim != self.ndim or any(a != b and b != 1 for k, (a, b) in enumerate(zip(index.shape, self.shape)) if k != axis):
       raise ValueError(f"gather along axis {axis}: indices of shape {index.shape} must match the array's shape "
-                       f"{self.shape} except along that axis and where the array has size 1")
+                       f"{self.shape} except along that axis and where the array has size 1{at_user_line()}")
     if self.shape[axis] == 0 and index.size:
       raise IndexError(f"cannot gather from axis {axis} of size 0 (indices of shape {index.shape})")
     return Array(UOp(Ops.GATHER, self.dtype, (self.uop, index.uop), axis))
@@ -250,7 +251,7 @@ class Array:
     if not positions.dtype.is_int or positions.dtype is dtypes.uint64:
       raise TypeError(f"scatter positions must be integers other than uint64, got {positions.dtype.name}")
     if positions.shape != updates.shape:
-      raise ValueError(f"scatter: positions of shape {positions.shape} but updates of shape {updates.shape}")
+      raise ValueError(f"scatter: positions of shape {positions.shape} but updates of shape {updates.shape}{at_user_line()}")
     return Array(UOp(Ops.SCATTER, self.dtype, (self.uop, positions.uop, updates.astype(self.dtype).uop), op))
 
   def _reshape(self, shape: tuple[int, ...]) -> Array:
@@ -262,7 +263,7 @@ class Array:
   def _broadcast_to(self, shape: tuple[int, ...]) -> Array:
     shape = tuple(shape)
     if shape == self.shape: return self
-    if len(shape) < self.ndim: raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: too few axes")
+    if len(shape) < self.ndim: raise ValueError(f"cannot broadcast shape {self.shape} to {shape}: too few axes{at_user_line()}")
     padded = (1,) * (len(shape) - self.ndim) + self.shape
     for have, want in zip(padded, shape):
       if have != want and have != 1:
@@ -447,7 +448,7 @@ def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
   arrays = [as_array(x, common) for x in xs]
   devices = {a.uop.device for a in arrays} - {None}
   if len(devices) > 1:
-    raise ValueError(f"arrays are on different devices {sorted(devices)}; move them with tgfn.device_put(x, device)")
+    raise ValueError(f"arrays are on different devices {sorted(devices)}; move them with tgfn.device_put(x, device){at_user_line()}")
   shape = broadcast_shapes(*[a.shape for a in arrays])
   return [a._broadcast_to(shape) for a in arrays]
 

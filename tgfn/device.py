@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tgfn.dtype import DType
+from tgfn.helpers import settings
 from tgfn.package_check import require_regular_package
 
 
@@ -53,7 +54,7 @@ class HostAllocator(Allocator):
 
 def cache_dir() -> Path:
   """The on-disk cache folder (TGFN_CACHE_DIR, else ~/.cache/tgfn), created if needed; OSError if it cannot be."""
-  path = Path(os.environ.get("TGFN_CACHE_DIR", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tgfn"))
+  path = Path(settings.TGFN_CACHE_DIR or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tgfn")
   path.mkdir(parents=True, exist_ok=True)
   return path
 
@@ -96,7 +97,7 @@ def _entry_path(kind: str, key: str) -> Optional[Path]:
 def cache_read(kind: str, key: str) -> Optional[bytes]:
   """The payload stored under `key`, or None when it is missing, unreadable or fails its hash check (a
   torn or corrupted write: it is rebuilt). TGFN_DISABLE_COMPILER_CACHE=1 makes every read a miss."""
-  if os.environ.get("TGFN_DISABLE_COMPILER_CACHE") or (path := _entry_path(kind, key)) is None: return None
+  if settings.TGFN_DISABLE_COMPILER_CACHE or (path := _entry_path(kind, key)) is None: return None
   try:
     blob = path.read_bytes()  # an entry that is a folder or unreadable is a miss, like a missing one
   except OSError:
@@ -107,7 +108,7 @@ def cache_read(kind: str, key: str) -> Optional[bytes]:
 
 def cache_write(kind: str, key: str, payload: bytes) -> None:
   """Store `payload` under `key` with its hash, atomically. A cache that cannot be written is a warning."""
-  if os.environ.get("TGFN_DISABLE_COMPILER_CACHE") or (path := _entry_path(kind, key)) is None: return
+  if settings.TGFN_DISABLE_COMPILER_CACHE or (path := _entry_path(kind, key)) is None: return
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, _CACHE_MAGIC + hashlib.sha256(payload).digest() + payload)
@@ -291,7 +292,7 @@ class _DeviceRegistry:
     return self._loaded[name]
 
   @property
-  def DEFAULT(self) -> str: return self.canonicalize(os.environ.get("DEV", "CPU"))
+  def DEFAULT(self) -> str: return self.canonicalize(settings.DEV)
 
 
 Device = _DeviceRegistry()

@@ -10,13 +10,13 @@ mpi4py (`pip install tgfn[distributed]`) over a system MPI such as Open MPI.
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import numpy as np
 
 from tgfn.engine.queues import CollectiveTimers
+from tgfn.helpers import settings
 
 _state: dict[str, Any] = {"index": 0, "count": 1, "comm": None}
 
@@ -47,7 +47,7 @@ def initialize() -> None:
   _state.update(index=comm.Get_rank(), count=comm.Get_size(), comm=comm)
 
 
-def _timeout() -> float: return float(os.environ.get("TGFN_MPI_TIMEOUT", "300") or 300)
+def _timeout() -> float: return settings.TGFN_MPI_TIMEOUT
 
 
 def _wait(request: Any, what: str) -> None:

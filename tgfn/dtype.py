@@ -121,6 +121,11 @@ def dtype_from_name(name: str) -> DType:
   return _BY_NAME[base].vec(int(count))
 
 
+def _at_user_line() -> str:
+  from tgfn.viz.locations import at_user_line  # imported late: tgfn.viz imports this module
+  return at_user_line()
+
+
 def to_dtype(x: Any) -> DType:
   """Accept a DType, a NumPy dtype or type, a name ('float32'), or the Python types bool/int/float."""
   if isinstance(x, DType): return x
@@ -134,9 +139,9 @@ def to_dtype(x: Any) -> DType:
   try:
     npd = np.dtype(x)
   except TypeError:
-    raise TypeError(f"expected a dtype (e.g. tgfn.float32, 'int32', np.uint8), got {x!r}") from None
+    raise TypeError(f"expected a dtype (e.g. tgfn.float32, 'int32', np.uint8), got {x!r}{_at_user_line()}") from None
   if npd.name not in _BY_NAME:
-    raise TypeError(f"dtype {npd.name} is not supported; supported: {', '.join(_BY_NAME)}")
+    raise TypeError(f"dtype {npd.name} is not supported; supported: {', '.join(_BY_NAME)}{_at_user_line()}")
   return _BY_NAME[npd.name]
 
 

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, cache_write, warn_once
+from tgfn.helpers import settings
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
@@ -380,7 +381,7 @@ TAIL_CHARS = 10_000
 def compile_jobs() -> int:
   """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
   With 1, a batch is one C unit per optimization level, compiled once codegen is done."""
-  if (value := os.environ.get("TGFN_COMPILE_JOBS", "")).strip():
+  if (value := settings.TGFN_COMPILE_JOBS).strip():
     if not value.strip().isdigit() or int(value) < 1:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
     return int(value)

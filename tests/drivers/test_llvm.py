@@ -35,12 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @contextmanager
 def on(device: str) -> Iterator[None]:
-  old = os.environ.get("DEV")
-  os.environ["DEV"] = device
-  try: yield
-  finally:
-    if old is None: del os.environ["DEV"]
-    else: os.environ["DEV"] = old
+  with tgfn.Context(DEV=device): yield
 
 
 def _run(device: str, fn: Callable, inputs: list[np.ndarray], jit: bool) -> list[np.ndarray]:

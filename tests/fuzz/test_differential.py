@@ -6,7 +6,6 @@ to a few ulp between devices and to the op table's tolerance against NumPy, NaN 
 The other compiled backends this machine has (LLVM, OPENCL) run a smaller bounded sample the same way."""
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -27,12 +26,7 @@ from tests.strategies import host_dtype
 
 @contextmanager
 def default_device(name: str) -> Iterator[None]:
-  old = os.environ.get("DEV")
-  os.environ["DEV"] = name
-  try: yield
-  finally:
-    if old is None: del os.environ["DEV"]
-    else: os.environ["DEV"] = old
+  with tgfn.Context(DEV=name): yield
 
 
 def host(a) -> np.ndarray:

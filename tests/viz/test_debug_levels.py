@@ -73,8 +73,8 @@ def test_level_5_lists_each_op_with_its_operands(monkeypatch, capsys):
 
 def test_context_overrides_switches_for_a_block(capsys):
   with Context(DEBUG=1, NOOPT=True):
-    assert settings()["DEBUG"] == "1" and settings()["NOOPT"] == "1"
+    assert settings()["DEBUG"] == 1 and settings()["NOOPT"] is True
     (_ones(2, 23) + 1).numpy()
   assert "kernel(s) in" in capsys.readouterr().out
-  assert settings()["DEBUG"] == "0"
+  assert settings()["DEBUG"] == 0
   assert tgfn.Context is Context

@@ -7,14 +7,12 @@ import pytest
 
 import tgfn
 import tgfn.numpy as tnp
-from tgfn import helpers
 from tgfn.transforms.jit import RetraceWarning
 
 
 @pytest.fixture
 def debug_nans(monkeypatch):
   monkeypatch.setenv("DEBUG_NANS", "0")   # restored after the test, whatever config.update sets
-  monkeypatch.setattr(helpers, "locator", helpers.locator)
   tgfn.config.update("debug_nans", True)
   assert tgfn.config.read("debug_nans")
 
@@ -49,7 +47,7 @@ def test_jitted_calls_are_checked_too(debug_nans):
 def test_off_by_default_and_finite_values_pass(monkeypatch):
   assert not tgfn.config.read("debug_nans")
   assert np.isnan(np.asarray(tnp.sqrt(tnp.array(np.array([-2.0], np.float32))))).all()
-  with pytest.raises(ValueError, match="unknown tgfn config option"):
+  with pytest.raises(ValueError, match="unknown tgfn setting"):
     tgfn.config.update("debug_infs_and_more", True)
 
 

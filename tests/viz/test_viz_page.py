@@ -38,7 +38,7 @@ def test_every_stage_is_a_named_recorded_pass():
   names = [p.name for p in jit.passes]
   for stage in ("trace", "schedule: ", "lower to loops: reduce 3x1 over 41 float32", ": simplify", ": linearize"):
     assert any(stage in n for n in names), (stage, names)
-  assert jit.kernels and jit.settings["DEBUG"] == "0"
+  assert jit.kernels and jit.settings["DEBUG"] == 0
   assert any(c.title.startswith("realize") and c.kernels for c in captures)
   assert any(p.name == "grad: backward walk" for c in captures for p in c.passes)
   # the user's line of each node built here

@@ -40,7 +40,7 @@ import struct
 from dataclasses import dataclass
 
 from tgfn.dtype import DType, dtypes
-from tgfn.helpers import getenv
+from tgfn.helpers import settings
 from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat
 
 
@@ -52,7 +52,7 @@ def transcendental_switch() -> str:
   every renderer (so CPU and PYTHON can test the decompositions), unset ("") lets the renderer choose
   (`decompose_by_default`). Read at each call (not cached), so tests can switch it; compiled-kernel
   caches must key on it."""
-  value = getenv("TRANSCENDENTAL", "").strip()
+  value = settings.TRANSCENDENTAL.strip()
   if value not in ("", "1", "2"):
     raise ValueError(f"TRANSCENDENTAL must be 1 (C library functions), 2 (polynomial decompositions) or unset "
                      f"(the renderer's default), got {value!r}")

@@ -12,7 +12,7 @@ from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
 from tgfn.codegen.semantics import lower_semantics, promote_halves
-from tgfn.helpers import flag, track
+from tgfn.helpers import settings, track
 from tgfn.renderer import Renderer
 from tgfn.uop.ops import AxisType, Ops, PatternMatcher, UOp, graph_rewrite
 from tgfn.uop.symbolic import symbolic
@@ -60,7 +60,7 @@ def _decompose_and_simplify(ops: frozenset[Ops]) -> PatternMatcher:
 
 def takes_opts(renderer: Renderer) -> bool:
   """Whether kernels for `renderer` are optimized: it supports opts and NOOPT=1 is not set."""
-  return renderer.supports_opts and not flag("NOOPT")
+  return renderer.supports_opts and not settings.NOOPT
 
 
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:

@@ -9,10 +9,10 @@ reduction accumulates sequentially, one rounding per op, in the order the refere
 """
 from __future__ import annotations
 
-from tgfn.helpers import flag
+from tgfn.helpers import settings
 
 # a reduction longer than this is split into blocks of at most this many elements
 REDUCE_BLOCK = 4096
 
 
-def strict_float() -> bool: return flag("STRICT_FLOAT")
+def strict_float() -> bool: return settings.STRICT_FLOAT

@@ -38,7 +38,7 @@ from tgfn.codegen.pipeline import default_opts, optimize, takes_opts
 from tgfn.codegen.policy import strict_float
 from tgfn.device import Buffer, Compiled, Device, cache_dir, warn_once, write_atomic
 from tgfn.dtype import DType, dtypes
-from tgfn.helpers import DEBUG, getenv
+from tgfn.helpers import settings
 from tgfn.tools.process_replay import canonical_ast
 from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 
@@ -69,7 +69,7 @@ def beam_width() -> int:
   """The beam width, 0 (the default) when the search is off: `beam=` of the jitted function being
   compiled, else BEAM=n (read at each compile)."""
   if (width := _width_override.get()) is not None: return width
-  text = getenv("BEAM").strip() or "0"
+  text = settings.BEAM.strip() or "0"
   if not text.isdigit(): raise ValueError(f"BEAM= must be a beam width, a whole number >= 0 (0: off); got {text!r}")
   return int(text)
 
@@ -279,7 +279,7 @@ class _Search:
       if not self._correct(program, opts): continue
       t = self._time(program, best)
       best = t if best is None else min(best, t)
-      if DEBUG() >= 2: print(f"  BEAM {self.kernel.name}: {_fmt(t):>12} {opts}", file=sys.stderr)
+      if settings.DEBUG >= 2: print(f"  BEAM {self.kernel.name}: {_fmt(t):>12} {opts}", file=sys.stderr)
       results.append((t, opts))
     return results
 
@@ -300,7 +300,7 @@ class _Search:
       self.reference = out
       return True
     if outputs_match(out, self.reference, self.dtypes[0]): return True
-    if DEBUG() >= 2: print(f"  BEAM {self.kernel.name}: {opts} differs from the heuristic's output: dropped", file=sys.stderr)
+    if settings.DEBUG >= 2: print(f"  BEAM {self.kernel.name}: {opts} differs from the heuristic's output: dropped", file=sys.stderr)
     return False
 
   def _time(self, program: Callable[..., None], best: Optional[float], min_runs: int = 3) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +21,10 @@ from typing import Optional
 
 from tgfn.codegen.opts import Opt, OptOps
 from tgfn.device import cache_read, cache_write
+from tgfn.helpers import settings
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.uop.ops import UOp
 
-# the environment switches codegen reads (NOOPT, TRANSCENDENTAL, STRICT_FLOAT) and BEAM, which may choose opts
-CODEGEN_SWITCHES = ("NOOPT", "TRANSCENDENTAL", "STRICT_FLOAT", "BEAM")
 _CODEGEN_PACKAGES = ("codegen", "renderer", "uop")
 _CODEGEN_FILES = ("dtype.py", "engine/realize.py", "engine/batch_cache.py")
 
@@ -69,7 +67,7 @@ def batch_key(device: str, renderer: object, compiler_key: str, kernels: list[Lo
               opts: list[Optional[list[Opt]]]) -> Optional[str]:
   """The disk key of a batch, or None when it cannot be keyed (an AST without a stable spelling)."""
   driver = sys.modules[type(renderer).__module__].__file__ or ""
-  parts = [device, compiler_key, _code_hash(driver), repr([os.environ.get(k, "") for k in CODEGEN_SWITCHES])]
+  parts = [device, compiler_key, _code_hash(driver), repr(settings.code_key)]
   for kernel, chosen in zip(kernels, opts):
     if (text := ast_text(kernel.ast)) is None: return None
     parts += [kernel.name, repr([b.dtype for b in kernel.buffers]), repr(chosen), text]

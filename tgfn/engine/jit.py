@@ -20,7 +20,8 @@ from typing import Any, Callable, Optional, Sequence
 from tgfn.device import Buffer, Device
 from tgfn.engine import plan_cache as plan_caching
 from tgfn.engine.call import call_groups, run_call
-from tgfn.engine.realize import _ENVIRON, CompiledKernel, Counters, _debug, _nans, compile_kernels
+from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
+from tgfn.helpers import settings
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -110,7 +111,7 @@ class CompiledGraph:
     computed = [o for o in outputs if o.op not in (Ops.BUFFER, Ops.PLACEHOLDER)]
     self.steps: list[Step] = []
     items = create_schedule(computed)
-    if _debug() >= 3: debug.print_schedule(items, computed)
+    if settings.DEBUG >= 3: debug.print_schedule(items, computed)
     groups = call_groups(items)
     for item in items:
       if item.kernel is None and item.output.op is Ops.CALL:  # (an inlined call is a kernel named as its CALL)
@@ -233,9 +234,7 @@ class CompiledGraph:
     return all(len(u.src) == 2 and u.src[1] is at for u in loads)
 
   def __call__(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
-    # DEBUG and DEBUG_NANS are looked for with two dict lookups first (a function call costs more)
-    level = nans = 0
-    if _ENVIRON is None or b"DEBUG" in _ENVIRON or b"DEBUG_NANS" in _ENVIRON: level, nans = _debug(), _nans()
+    level, nans = settings.DEBUG, settings.DEBUG_NANS
     if self._replay is not None and not level and not nans:
       Counters.kernels_launched += self._n_launches
       return self._replay(inputs)
@@ -291,7 +290,7 @@ class CompiledGraph:
 
   def replay_into(self, inputs: Sequence[Buffer], output: Buffer) -> None:
     """Run again writing the result into `output`, a buffer from an earlier call nobody holds anymore."""
-    if (_ENVIRON is None or b"DEBUG" in _ENVIRON or b"DEBUG_NANS" in _ENVIRON) and (_debug() or _nans()):
+    if settings.DEBUG or settings.DEBUG_NANS:
       self(inputs, (output,))
     else:
       Counters.kernels_launched += self._n_launches

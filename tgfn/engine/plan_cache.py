@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn import helpers
+from tgfn.helpers import settings
 from tgfn.codegen.opts import Opt, OptOps
 from tgfn.codegen.search import beam_width
 from tgfn.device import Device, cache_read, cache_write, warn_once
 from tgfn.dtype import DType, dtype_from_name
-from tgfn.engine.batch_cache import CODEGEN_SWITCHES
 from tgfn.uop.ops import Ops, UOp, toposort
 
 PLAN_FORMAT = 1   # bump when the stored layout changes
@@ -51,10 +51,9 @@ class Counters:
 
 def enabled() -> bool:
   """Whether jit compiles consult the cache now (see the module doc for what bypasses it)."""
-  env = os.environ
-  if env.get("TGFN_DISABLE_PLAN_CACHE", "0") not in ("", "0") or env.get("TGFN_DISABLE_COMPILER_CACHE"): return False
-  if helpers.flag("SPEC") or helpers.DEBUG() >= 3 or helpers.flag("DEBUG_NANS"): return False
-  return helpers.tracker is None and not env.get("TGFN_CAPTURE")
+  s = settings
+  if s.TGFN_DISABLE_PLAN_CACHE or s.TGFN_DISABLE_COMPILER_CACHE or s.SPEC or s.DEBUG >= 3 or s.DEBUG_NANS: return False
+  return helpers.tracker is None and not s.TGFN_CAPTURE
 
 
 class _Unkeyable(Exception):
@@ -125,7 +124,7 @@ def graph_key(inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[i
   if not (code := _source_identity()): return None
   default = Device.DEFAULT
   lines += [f"outputs {[index[o] for o in outputs]}", f"donated {sorted(donated)}",
-            f"switches {[os.environ.get(k, '') for k in CODEGEN_SWITCHES]} beam {beam_width()} device {default}",
+            f"switches {settings.code_key!r} beam {beam_width()} device {default}",
             f"compiler {compiler_key(default)}", f"code {code} format {PLAN_FORMAT}",
             f"python {sys.implementation.cache_tag}"]
   return GraphKey(hashlib.sha256("\n".join(lines).encode()).hexdigest(), captured)

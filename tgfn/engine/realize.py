@@ -3,7 +3,6 @@ output buffers, launch. Realized results are remembered so later graphs load ins
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from tgfn.engine import batch_cache, queues
 from tgfn.engine.call import call_groups, run_call
 from tgfn.engine.structure import REALIZED, Structure, realized_buffer, structure
 from tgfn import helpers
-from tgfn.helpers import DEBUG, track_begin, track_end, track_kernel
+from tgfn.helpers import settings, track_begin, track_end, track_kernel
 from tgfn.viz import debug
 from tgfn.viz import nans as debug_nans
 from tgfn.ops.host import run_host
@@ -89,7 +88,7 @@ _compiled_lock = threading.Lock()
 
 def kernel_cache_size() -> int:
   """How many compiled kernels stay in memory: TGFN_KERNEL_CACHE_SIZE, default 4096."""
-  return max(1, int(os.environ.get("TGFN_KERNEL_CACHE_SIZE", "4096") or 4096))
+  return max(1, settings.TGFN_KERNEL_CACHE_SIZE)
 
 
 _NOT_FLOPS = (Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP)
@@ -149,9 +148,9 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
   src = dev.renderer.render(kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
-  if os.environ.get("TGFN_CAPTURE"):  # process replay (docs/process-replay.md)
+  if settings.TGFN_CAPTURE:  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
-  if (level := DEBUG()) >= 3: debug.print_kernel(kernel, opts, src, linear, level)
+  if (level := settings.DEBUG) >= 3: debug.print_kernel(kernel, opts, src, linear, level)
   return PreparedKernel(kernel.name, src, linear, count_flops(linear), list(opts))
 
 
@@ -192,7 +191,7 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
   """Codegen each kernel (or take its source from the disk cache) and compile them together."""
   dev, start = Device[device], time.perf_counter()
   # DEBUG=3 and up print, and VIZ records, each kernel as codegen makes it: not from the disk cache then
-  disk_key = None if os.environ.get("TGFN_CAPTURE") or _debug() >= 3 or helpers.tracker is not None else \
+  disk_key = None if settings.TGFN_CAPTURE or settings.DEBUG >= 3 or helpers.tracker is not None else \
     batch_cache.batch_key(device, dev.renderer, dev.compiler.cachekey, kernels, [None] * len(kernels))
   stored = batch_cache.load(disk_key, len(kernels)) if disk_key is not None else None
   records = stored if stored is not None else []
@@ -279,7 +278,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   param_of = {p: i for i, p in enumerate(shape.params)}
   steps, cacheable, remember = [], True, []
   items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
-  if _debug() >= 3: debug.print_schedule(items, graphs)
+  if settings.DEBUG >= 3: debug.print_schedule(items, graphs)
   groups = call_groups(items)
   for item in items:
     device = item.output.device or Device.DEFAULT
@@ -318,29 +317,8 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
                frozenset(s.device for s in steps))
 
 
-# On POSIX CPython, the bytes dict behind os.environ: reading a switch from it costs a dict lookup, where
-# os.environ.get costs about a microsecond -- and eager code realizes on every observed operation
-_ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
-_PLAN_SWITCHES = ("DEV", "TRANSCENDENTAL", "STRICT_FLOAT", "NOOPT", "BEAM")  # the default device, codegen's switches
-_PLAN_SWITCH_KEYS = tuple(name.encode() for name in _PLAN_SWITCHES)
-
-
-def _switches() -> tuple:
-  """The raw values of the environment switches a plan depends on (a plan is keyed on them)."""
-  if _ENVIRON is None: return tuple(os.environ.get(name) for name in _PLAN_SWITCHES)
-  return tuple(_ENVIRON.get(name) for name in _PLAN_SWITCH_KEYS)
-
-
-def _debug() -> int: return DEBUG() if _ENVIRON is None or b"DEBUG" in _ENVIRON else 0
-
-
-def _nans() -> bool:
-  """DEBUG_NANS=1: check every kernel's outputs (tgfn/viz/nans.py)."""
-  return (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and os.environ.get("DEBUG_NANS", "0") not in ("", "0")
-
-
 def _plan_for(outs: list[UOp], shape: Structure) -> _Plan:
-  key = (shape.key, _switches())
+  key = (shape.key, settings.code_key)
   if (plan := _plans.get(key)) is not None:
     if plan.compiled_in is _compiled:
       try:
@@ -362,8 +340,8 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   """Run `plan` on the graph's leaf buffers and PARAM values; return every slot's buffer."""
   buffers: list[Any] = [leaf.buffer for leaf in leaves] + [None] * (plan.n_slots - len(leaves))
   if len(plan.devices) > 1: return _run_on_queues(plan, buffers, params)
-  start, level = time.perf_counter(), _debug()
-  nans = (_ENVIRON is None or b"DEBUG_NANS" in _ENVIRON) and _nans()  # a dict lookup when off
+  start, level = time.perf_counter(), settings.DEBUG
+  nans = settings.DEBUG_NANS
   n_kernels = 0
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:

@@ -10,6 +10,7 @@ import functools
 
 from tgfn.array import Array, as_array, device_put
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
+from tgfn.viz.locations import at_user_line
 
 __all__ = ["array", "asarray", "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like",
            "empty_like", "arange", "linspace", "eye", "identity"]
@@ -28,7 +29,7 @@ def _on_device(fn: Any) -> Any:
 def _shape(shape: Any) -> tuple[int, ...]:
   shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
   if any(int(n) < 0 for n in shape):
-    raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+    raise ValueError(f"negative dimensions are not allowed, got shape {shape}{at_user_line()}")
   return tuple(int(n) for n in shape)
 
 

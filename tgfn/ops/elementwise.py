@@ -19,6 +19,7 @@ import numpy as np
 from tgfn.array import Array, as_array, broadcast_shapes, promote
 from tgfn.dtype import dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops
+from tgfn.viz.locations import at_user_line
 
 LOG2_E = 1.0 / math.log(2.0)
 LN_2 = math.log(2.0)
@@ -82,7 +83,7 @@ def _const_like(x: Array, value: Any) -> Array: return Array.const(value, x.dtyp
 def _no_bool(name: str, *xs: Array) -> None:
   if any(x.dtype.is_bool for x in xs):
     raise TypeError(f"{name} does not accept bool arrays; "
-                    f"use logical_xor/logical_not or cast with .astype(int)")
+                    f"use logical_xor/logical_not or cast with .astype(int){at_user_line()}")
 
 
 # ---- arithmetic
@@ -563,7 +564,7 @@ def not_equal(a: Any, b: Any) -> Array:
 # ---- bitwise
 def _int_or_bool(name: str, *xs: Array) -> None:
   for x in xs:
-    if x.dtype.is_float: raise TypeError(f"{name} needs integer or bool arrays, got {x.dtype.name}")
+    if x.dtype.is_float: raise TypeError(f"{name} needs integer or bool arrays, got {x.dtype.name}{at_user_line()}")
 
 
 def _bitwise(name: str, op: Ops) -> Callable[[Any, Any], Array]:

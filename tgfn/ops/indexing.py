@@ -56,6 +56,7 @@ from tgfn.ops import elementwise as el
 from tgfn.ops import reduction as red
 from tgfn.ops.axes import normalize_axis
 from tgfn.uop.ops import Ops
+from tgfn.viz.locations import at_user_line
 
 __all__ = ["take", "take_along_axis"]
 
@@ -111,7 +112,7 @@ def _classify(item: Any) -> tuple[str, Any]:
   if isinstance(item, Array):
     if item.dtype.is_bool: return _classify(_host_mask(item))
     if not item.dtype.is_int:
-      raise IndexError(f"arrays used as indices must be of integer or boolean type, got {item.dtype.name}")
+      raise IndexError(f"arrays used as indices must be of integer or boolean type, got {item.dtype.name}{at_user_line()}")
     return "array", item
   if isinstance(item, (np.ndarray, list, tuple, range)):
     host = np.asarray(item)
@@ -119,7 +120,7 @@ def _classify(item: Any) -> tuple[str, Any]:
     if host.dtype.kind == "b": return ("bool0", bool(host)) if host.ndim == 0 else ("mask", host)
     if host.dtype.kind not in "iu":
       raise IndexError(f"arrays used as indices must be of integer or boolean type, got {host.dtype} "
-                       f"from {item!r}")
+                       f"from {item!r}{at_user_line()}")
     return ("int", int(host)) if host.ndim == 0 else ("array", host)
   raise IndexError(f"{_VALID}; got {type(item).__name__} {item!r}")
 
@@ -187,7 +188,7 @@ def _parse(x: Array, idx: Any) -> tuple[Array, _Plan]:
     raise IndexError("an index can only have a single ellipsis ('...')")
   used = sum(_axes_used(kind, value) for kind, value, _ in entries)
   if used > x.ndim:
-    raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed")
+    raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed{at_user_line()}")
   at = next((i for i, (kind, _, _) in enumerate(entries) if kind == "ellipsis"), None)
   if at is None: entries += [("slice", slice(None), len(items))] * (x.ndim - used)
   else: entries[at:at + 1] = [("slice", slice(None), at)] * (x.ndim - used)
@@ -202,7 +203,7 @@ def _parse(x: Array, idx: Any) -> tuple[Array, _Plan]:
     elif kind == "slice": build.slice(axis, value)
     elif kind == "int":
       if not -n <= value < n:
-        raise IndexError(f"index {value} is out of bounds for axis {x_axis} with size {n}")
+        raise IndexError(f"index {value} is out of bounds for axis {x_axis} with size {n}{at_user_line()}")
       if has_advanced:  # with array indices present, ints are 0-d index arrays (NumPy's rule)
         advanced.append(_Advanced(axis, _index_array(np.array(value % n), n, x.device), pos))
       else: build.take(axis, value % n)
@@ -213,7 +214,7 @@ def _parse(x: Array, idx: Any) -> tuple[Array, _Plan]:
       have = build.y.shape[axis:axis + value.ndim]
       if have != value.shape:
         raise IndexError(f"boolean index of shape {value.shape} does not match the indexed axes of "
-                         f"shape {have}")
+                         f"shape {have}{at_user_line()}")
       for k, nz in enumerate(np.nonzero(value)):
         advanced.append(_Advanced(axis + k, _index_array(nz, have[k], x.device), pos))
     else: advanced.append(_Advanced(axis, _index_array(value, n, x.device), pos))
@@ -256,7 +257,7 @@ def _gather(y: Array, plan: _Plan, mode: Optional[str], fill_value: Any) -> Arra
     batch = broadcast_shapes(*[a.index.shape for a in adv])
   except ValueError:
     raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
-                     + " ".join(str(a.index.shape) for a in adv)) from None
+                     + " ".join(str(a.index.shape) for a in adv) + at_user_line()) from None
   sizes = [y.shape[a.axis] for a in adv]
   if mode in (None, "clip") and 0 in sizes and math.prod(batch):
     raise IndexError(f"cannot clamp indices into an axis of size 0 (indexed axes of sizes {tuple(sizes)}); "
@@ -345,13 +346,13 @@ def take_along_axis(arr: Any, indices: Any, axis: Optional[int] = -1, mode: Opti
     x, axis = x._reshape((x.size,)), 0
   if index.ndim != x.ndim:
     raise ValueError(f"take_along_axis: indices of shape {index.shape} must have the array's rank {x.ndim} "
-                     f"(array shape {x.shape})")
+                     f"(array shape {x.shape}){at_user_line()}")
   axis = normalize_axis(axis, x.ndim)
   try:
     others = broadcast_shapes(x.shape[:axis] + (1,) + x.shape[axis + 1:], index.shape[:axis] + (1,) + index.shape[axis + 1:])
   except ValueError:
     raise ValueError(f"take_along_axis: indices of shape {index.shape} do not broadcast against the array's "
-                     f"shape {x.shape} outside axis {axis}") from None
+                     f"shape {x.shape} outside axis {axis}{at_user_line()}") from None
   n, m = x.shape[axis], index.shape[axis]
   x = x._broadcast_to(others[:axis] + (n,) + others[axis + 1:])
   shape = others[:axis] + (m,) + others[axis + 1:]
@@ -401,7 +402,7 @@ def _scatter(x: Array, idx: Any, values: Any, kind: str, mode: Optional[str]) ->
     updates = updates._broadcast_to(shape)
   except ValueError:
     raise ValueError(f"updates of shape {updates.shape} cannot be broadcast to the indexed shape "
-                     f"{shape}") from None
+                     f"{shape}{at_user_line()}") from None
   if updates.size == 0: return x
   if positions is None:  # a basic index reaches each position at most once: scatter by moving back
     back = _unreplay(updates, plan)

@@ -10,6 +10,7 @@ from tgfn.dtype import DType, dtypes, float_dtype, real_dtype, sum_dtype, to_dty
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.ops.elementwise import isnan, sqrt, square, where
 from tgfn.uop.ops import Ops
+from tgfn.viz.locations import at_user_line
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all", "cumsum",
            "amax", "amin"]
@@ -26,7 +27,7 @@ def _reduce(x: Any, op: Ops, axis: Any, keepdims: bool, dtype: Any = None, name:
   axes = normalize_axes(axis, x.ndim)
   if dtype is not None: x = x.astype(dtype)
   if name and builtins.any(x.shape[a] == 0 for a in axes):
-    raise ValueError(f"{name}: zero-size reduction over axes {axes} of shape {x.shape} has no identity")
+    raise ValueError(f"{name}: zero-size reduction over axes {axes} of shape {x.shape} has no identity{at_user_line()}")
   return _finish(x._reduce(op, axes), axes, keepdims)
 
 

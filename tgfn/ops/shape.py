@@ -17,6 +17,7 @@ from tgfn.array import Array, _promotion_type, _weak_scalar, as_array, broadcast
 from tgfn.dtype import dtypes, result_type, to_dtype
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.uop.ops import Ops
+from tgfn.viz.locations import at_user_line
 
 __all__ = ["reshape", "ravel", "transpose", "moveaxis", "swapaxes", "expand_dims", "squeeze",
            "broadcast_to", "broadcast_arrays", "atleast_1d", "atleast_2d", "concatenate", "stack", "hstack",
@@ -32,13 +33,13 @@ def reshape(x: Any, shape: Any, order: str = "C") -> Array:
   elements in row-major order, 'F' in column-major order."""
   x = as_array(x)
   shape = _shape_arg(shape)
-  if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+  if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}{at_user_line()}")
   cannot = f"cannot reshape array of shape {x.shape} (size {x.size}) into shape {shape}"
   known = math.prod(s for s in shape if s != -1)
   if -1 in shape:
-    if known == 0 or x.size % known: raise ValueError(cannot)
+    if known == 0 or x.size % known: raise ValueError(cannot + at_user_line())
     shape = tuple(x.size // known if s == -1 else s for s in shape)
-  if math.prod(shape) != x.size or any(s < 0 for s in shape): raise ValueError(cannot)
+  if math.prod(shape) != x.size or any(s < 0 for s in shape): raise ValueError(cannot + at_user_line())
   if order == "F": return transpose(transpose(x)._reshape(shape[::-1]))
   if order != "C": raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r}")
   return x._reshape(shape)
@@ -56,7 +57,7 @@ def transpose(x: Any, axes: Optional[Sequence[int]] = None) -> Array:
   order = tuple(normalize_axis(a, x.ndim) for a in axes)
   if sorted(order) != list(range(x.ndim)):
     raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the {x.ndim} axes "
-                     f"of shape {x.shape}")
+                     f"of shape {x.shape}{at_user_line()}")
   return x._permute(order)
 
 
@@ -106,7 +107,7 @@ def squeeze(x: Any, axis: Any = None) -> Array:
     axes = normalize_axes(axis, x.ndim)
     for a in axes:
       if x.shape[a] != 1:
-        raise ValueError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+        raise ValueError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1{at_user_line()}")
   return x._reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
@@ -114,7 +115,7 @@ def broadcast_to(x: Any, shape: Any) -> Array:
   """`x` broadcast to `shape` (NumPy rules: align trailing axes; size-1 axes stretch)."""
   shape = _shape_arg(shape)
   if any(n < 0 for n in shape):
-    raise ValueError(f"broadcast_to: negative dimensions are not allowed, got {shape}")
+    raise ValueError(f"broadcast_to: negative dimensions are not allowed, got {shape}{at_user_line()}")
   return as_array(x)._broadcast_to(shape)
 
 
@@ -186,12 +187,12 @@ def concatenate(arrays: Sequence[Any], axis: Optional[int] = 0, dtype: Any = Non
   if axis is None: xs, axis = [x._reshape((x.size,)) for x in xs], 0
   if any(x.ndim == 0 for x in xs):
     raise ValueError(f"concatenate: zero-dimensional arrays cannot be concatenated, got shapes "
-                     f"{', '.join(str(x.shape) for x in xs)}")
+                     f"{', '.join(str(x.shape) for x in xs)}{at_user_line()}")
   ax = normalize_axis(axis, xs[0].ndim)
   off_axis = lambda s: s[:ax] + s[ax + 1:]
   if any(x.ndim != xs[0].ndim or off_axis(x.shape) != off_axis(xs[0].shape) for x in xs):
     raise ValueError(f"concatenate: all input shapes must match except along axis {ax}, got shapes "
-                     f"{', '.join(str(x.shape) for x in xs)}")
+                     f"{', '.join(str(x.shape) for x in xs)}{at_user_line()}")
   _same_device(xs)
   return _join(xs, ax)
 
@@ -202,7 +203,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Array:
   if not xs: raise ValueError("stack: need at least one array to stack, got an empty sequence")
   if any(x.shape != xs[0].shape for x in xs):
     raise ValueError(f"stack: all input arrays must have the same shape, got shapes "
-                     f"{', '.join(str(x.shape) for x in xs)}")
+                     f"{', '.join(str(x.shape) for x in xs)}{at_user_line()}")
   ax = normalize_axis(axis, xs[0].ndim + 1)
   return concatenate([x._reshape(x.shape[:ax] + (1,) + x.shape[ax:]) for x in xs], ax)
 
@@ -257,7 +258,7 @@ def _split(x: Any, indices_or_sections: Any, axis: int, even: bool, name: str) -
   if sections <= 0: raise ValueError(f"{name}: the number of sections must be larger than 0, got {sections}")
   if even and n % sections:
     raise ValueError(f"split: axis {ax} of size {n} does not divide into {sections} equal sections; "
-                     f"use array_split for unequal ones")
+                     f"use array_split for unequal ones{at_user_line()}")
   # array_split: the first n % sections pieces get one extra element
   sizes = [n // sections + (i < n % sections) for i in range(sections)]
   return _split_at(x, ax, np.cumsum(sizes[:-1]).tolist())
@@ -336,7 +337,7 @@ def repeat(x: Any, repeats: Any, axis: Optional[int] = None) -> Array:
   if spec.ndim == 0 or len(counts) == 1: return _repeat_each(x, ax, counts[0])
   if len(counts) != n:
     raise ValueError(f"repeat: got {len(counts)} repeats for axis {ax} of size {n}; "
-                     f"pass one count per element, or a single count")
+                     f"pass one count per element, or a single count{at_user_line()}")
   if n == 0: return x
   # a run of elements with the same count is one reshape-broadcast piece; the pieces are then joined
   pieces, start = [], 0

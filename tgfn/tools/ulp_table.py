@@ -14,7 +14,6 @@ the printed table.
 from __future__ import annotations
 
 import argparse
-import os
 import zlib
 from dataclasses import dataclass
 from typing import Callable
@@ -112,14 +111,9 @@ def ulp_errors(got: np.ndarray, ref: np.ndarray, dtype: type) -> np.ndarray:
 
 
 def tgfn_values(name: str, x: np.ndarray, path: str) -> np.ndarray:
+  import tgfn
   import tgfn.numpy as tnp
-  saved = {k: os.environ.get(k) for k in ("DEV", "TRANSCENDENTAL")}
-  os.environ.update(_PATH_ENV[path])
-  try: return np.asarray(getattr(tnp, name)(tnp.array(x)))
-  finally:
-    for k, v in saved.items():
-      if v is None: os.environ.pop(k, None)
-      else: os.environ[k] = v
+  with tgfn.Context(**_PATH_ENV[path]): return np.asarray(getattr(tnp, name)(tnp.array(x)))
 
 
 def measure(name: str, x: np.ndarray, path: str) -> tuple[float, float]:

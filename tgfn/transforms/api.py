@@ -13,6 +13,7 @@ from tgfn.transforms.trace import bound, flatten_outputs, fn_name, placeholder, 
 from tgfn.transforms.vmap import batch_graph
 from tgfn.tree import broadcast_prefix, flatten, unflatten
 from tgfn.uop.ops import Ops, UOp, substitute
+from tgfn.viz.locations import at_user_line
 
 ArgNums = Union[int, Sequence[int]]
 
@@ -33,7 +34,7 @@ def _trace_concrete(f: Callable, primals: Sequence[Any], has_aux: bool) -> tuple
   aux = None
   if has_aux:
     if not (isinstance(out, tuple) and len(out) == 2):
-      raise TypeError(f"{fn_name(f)} was transformed with has_aux=True, so it must return a pair (output, aux)")
+      raise TypeError(f"{fn_name(f)} was transformed with has_aux=True, so it must return a pair (output, aux){at_user_line()}")
     out, aux = out
   outs, out_tree = flatten_outputs(out, fn_name(f))
   return inputs, [h.uop for h in holders], outs, out_tree, in_tree, aux
@@ -60,7 +61,7 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     for ct, o in zip(ct_leaves, outs):
       ct = as_array(ct)
       if ct.shape != o.shape:
-        raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}")
+        raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}{at_user_line()}")
       cts.append(ct.astype(o.dtype))
     grads = backward([o.uop for o in outs], cts, holders)
     full = [g if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
@@ -76,7 +77,7 @@ def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) 
       if not dt.is_inexact:
         raise TypeError(f"{name} requires float inputs, but argument {i} has a leaf of dtype {dt.name}. "
                         "Differentiate with respect to float arrays (cast with .astype(tnp.float32)), "
-                        "or use vjp for integer inputs.")
+                        f"or use vjp for integer inputs.{at_user_line()}")
 
 
 def _argnums_tuple(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
@@ -106,7 +107,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
         f"a {type(out).__name__}"
       fix = "cast it with .astype(tnp.float32)" if isinstance(out, Array) and out.shape == () else \
         "use vjp or jacrev for non-scalar outputs"
-      raise TypeError(f"grad requires {fn_name(f)} to return a float scalar, got {got}; {fix}")
+      raise TypeError(f"grad requires {fn_name(f)} to return a float scalar, got {got}; {fix}{at_user_line()}")
     grads = vjp_fn(Array.const(1.0, out.dtype))
     grad_value = grads[0] if isinstance(argnums, int) else grads
     return ((out, result[2]), grad_value) if has_aux else (out, grad_value)
@@ -134,7 +135,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: b
   tangent_leaves = [as_array(t) for t in flatten(tuple(tangents))[0]]
   for x, t in zip(inputs, tangent_leaves):
     if x.shape != t.shape:
-      raise ValueError(f"jvp: tangent shape {t.shape} does not match primal shape {x.shape}")
+      raise ValueError(f"jvp: tangent shape {t.shape} does not match primal shape {x.shape}{at_user_line()}")
   seeds = {h: t.astype(x.dtype) for h, x, t in zip(holders, inputs, tangent_leaves) if x.dtype.is_inexact}
   tangent_out = forward([o.uop for o in outs], seeds)
   full = [t if t is not None else Array.const(0, o.dtype, o.shape) for t, o in zip(tangent_out, outs)]
@@ -168,7 +169,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     axes_spec = in_axes if not isinstance(in_axes, list) else tuple(in_axes)
     if isinstance(axes_spec, tuple) and len(axes_spec) != len(args) - (1 if kwargs else 0):
       raise ValueError(f"vmap in_axes has {len(axes_spec)} entries but {fn_name(f)} got "
-                       f"{len(args) - (1 if kwargs else 0)} positional arguments")
+                       f"{len(args) - (1 if kwargs else 0)} positional arguments{at_user_line()}")
     if kwargs and isinstance(axes_spec, tuple): axes_spec = axes_spec + (0,)
     leaves, in_tree = flatten(args)
     try:
@@ -180,11 +181,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
       x = as_array(leaf) if ax is not None else leaf
       if ax is not None:
         if not -x.ndim <= ax < x.ndim:
-          raise ValueError(f"vmap in_axes {ax} is out of range for an argument of shape {x.shape}")
+          raise ValueError(f"vmap in_axes {ax} is out of range for an argument of shape {x.shape}{at_user_line()}")
         n = x.shape[ax % x.ndim]
         if size is not None and n != size:
           raise ValueError(f"vmap got inconsistent sizes for the mapped axes: {_mapped_sizes(leaves, axes)}"
-                           + (f" (axis_size={axis_size})" if axis_size is not None else ""))
+                           + (f" (axis_size={axis_size})" if axis_size is not None else "") + at_user_line())
         size = n
       arrays.append(x)
     if size is None: raise ValueError("vmap needs at least one mapped input (in_axes not all None) or axis_size")
@@ -205,12 +206,12 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     final = []
     for (value, is_batched), ax in zip(results, out_spec):
       if ax is None:
-        if is_batched: raise ValueError(f"vmap out_axes=None, but an output of {fn_name(f)} depends on the mapped inputs")
+        if is_batched: raise ValueError(f"vmap out_axes=None, but an output of {fn_name(f)} depends on the mapped inputs{at_user_line()}")
         final.append(value)
         continue
       value = value if is_batched else value._reshape((1,) + value.shape)._broadcast_to((size,) + value.shape)
       if not -value.ndim <= ax < value.ndim:
-        raise ValueError(f"vmap out_axes {ax} is out of range for an output with {value.ndim} dims (batch included)")
+        raise ValueError(f"vmap out_axes {ax} is out of range for an output with {value.ndim} dims (batch included){at_user_line()}")
       final.append(_move_axis(value, 0, ax % value.ndim))
     return unflatten(out_tree, final)
   return batched

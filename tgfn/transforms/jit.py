@@ -25,7 +25,7 @@ from tgfn.device import Device
 from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
-from tgfn.helpers import flag, track, track_begin, track_end
+from tgfn.helpers import settings, track, track_begin, track_end
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.subgraph import call_traced
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
@@ -63,7 +63,7 @@ class RetraceWarning(UserWarning):
   """A jitted function keeps compiling for new signatures (see JitFunction._explain)."""
 
 
-def _log_compiles() -> bool: return flag("TGFN_LOG_COMPILES")
+def _log_compiles() -> bool: return settings.TGFN_LOG_COMPILES
 
 
 class _StatePlan:

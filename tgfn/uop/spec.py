@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tgfn.dtype import dtypes
-from tgfn.helpers import flag
+from tgfn.helpers import settings
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 
@@ -13,7 +13,7 @@ class SpecError(AssertionError):
   pass
 
 
-def spec_enabled() -> bool: return flag("SPEC")
+def spec_enabled() -> bool: return settings.SPEC
 
 
 def _fail(node: UOp, rule: str) -> None:

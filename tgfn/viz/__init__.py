@@ -55,7 +55,7 @@ def enable(port: Optional[int] = None) -> str:
   if _server is None:
     if not isinstance(helpers.tracker, Recorder): helpers.tracker = Recorder()
     helpers.locator = locate
-    _server = serve(helpers.tracker, int(helpers.getenv("VIZ_PORT")) if port is None else port)
+    _server = serve(helpers.tracker, helpers.settings.VIZ_PORT if port is None else port)
     atexit.register(_at_exit)
   url = f"http://127.0.0.1:{_server.server_address[1]}/"
   print(f"VIZ: recording realizes, jit compiles and passes; the page is at {url}", file=sys.stderr)
@@ -63,7 +63,7 @@ def enable(port: Optional[int] = None) -> str:
 
 
 def _at_exit() -> None:
-  if (path := helpers.getenv("VIZ_FILE")):
+  if (path := helpers.settings.VIZ_FILE):
     Recording(helpers.tracker).write(path)
     print(f"VIZ: page written to {path}", file=sys.stderr)
   if sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty():

@@ -1,36 +1,60 @@
-"""The user's source line of each node, recorded when something will read it (VIZ=1, DEBUG_NANS=1):
-`Array(uop)` calls `helpers.locator(uop)`, which keeps the first frame outside the tgfn package on the
-node. Nodes a backward rule builds carry the line of the forward node they differentiate, marked
-"backward" (tgfn/transforms/grad.py sets `helpers.differentiating`). Off, it costs one global read."""
+"""The user's source line of each node, always recorded: `Array(uop)` calls `helpers.locator(uop)`, which
+keeps the innermost frame outside the tgfn package on the node, as its code object and instruction offset
+(no string is made: the line is worked out only when an error, DEBUG_NANS or VIZ asks, by `location`).
+Whether a file is the user's is decided once per file. Nodes a backward rule builds carry
+the line of the forward node they differentiate, marked "backward" (tgfn/transforms/grad.py sets
+`helpers.differentiating`). docs/observability.md gives the cost."""
 from __future__ import annotations
 
 import linecache
 import os
 import sys
 import sysconfig
+from types import CodeType, FrameType
 from typing import Any, Optional
 
 from tgfn import helpers
-from tgfn.uop.ops import UOp
+from tgfn.uop.ops import Ops, UOp
 
-LOCATION = "_user_line"   # the attribute on the node: (file:line, "forward" or "backward")
+LOCATION = "_user_line"   # the attribute on the node: (code object, instruction offset, "forward" or "backward")
 _TGFN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # not user code: tgfn itself, the standard library, installed packages (optree calling a tree_map's function)
 _LIBRARY_DIRS = tuple({_TGFN_DIR, sysconfig.get_paths()["stdlib"] + os.sep, sysconfig.get_paths()["purelib"] + os.sep,
                        sysconfig.get_paths()["platlib"] + os.sep})
+class _UserFiles(dict):
+  """file name -> whether it is the user's, decided on first sight (a lookup is then one dict hit: a str
+  caches its hash, a code object recomputes it)."""
+  def __missing__(self, name: str) -> bool:
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    # a script run from inside the package (python -m tgfn.train_digits) is the user's code
+    user = not (name.startswith(_LIBRARY_DIRS) or name.startswith("<frozen")) or \
+      (main is not None and os.path.abspath(main) == name)
+    self[name] = user
+    return user
 
 
-def _is_user(frame: Any) -> bool:
-  name = frame.f_code.co_filename
-  # a script run from inside the package (python -m tgfn.train_digits) is the user's code
-  return not (name.startswith(_LIBRARY_DIRS) or name.startswith("<frozen")) or frame.f_globals.get("__name__") == "__main__"
+_is_user_file = _UserFiles()
+
+
+def _user_frame(depth: int) -> Optional[FrameType]:
+  frame: Any = sys._getframe(depth + 1)
+  try:
+    while not _is_user_file[frame.f_code.co_filename]: frame = frame.f_back
+  except AttributeError:  # ran off the top of the stack (frame None): no user code
+    return None
+  return frame
+
+
+def _line_of(code: CodeType, offset: int) -> str:
+  """'file:line' of the instruction at byte `offset` in `code`."""
+  line = next((n for start, end, n in code.co_lines() if start <= offset < end and n is not None), code.co_firstlineno)
+  return f"{code.co_filename}:{line}"
 
 
 def user_line(depth: int = 1) -> Optional[str]:
   """'file:line' of the innermost caller that is user code (not tgfn, the standard library or an
   installed package), or None."""
-  frame = sys._getframe(depth)
-  while frame is not None and not _is_user(frame): frame = frame.f_back
+  frame = _user_frame(depth)
   return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
@@ -39,21 +63,39 @@ def at_user_line() -> str:
   line = user_line(2)
   if line is None: return ""
   path, _, number = line.rpartition(":")
-  return f"\n  at {line}: {linecache.getline(path, int(number)).strip()}"
+  code = linecache.getline(path, int(number)).strip()
+  return f"\n  at {line}: {code}" if code else f"\n  at {line}"
 
 
 def locate(node: UOp) -> None:
-  if LOCATION in node.__dict__: return
+  """Remember the user's line on `node` (Array.__init__ calls it for a node that has none yet). The first
+  line that builds a node keeps it: nodes are hash-consed."""
+  # A BUFFER (an input, a realized result) computes nothing a line could be blamed for, and jitted calls
+  # make a new one per call: not located (None marks it, so a recycled output is not looked at again).
+  if node.op is Ops.BUFFER:
+    node.__dict__[LOCATION] = None
+    return
   forward = helpers.differentiating
   if forward is not None and (origin := forward.__dict__.get(LOCATION)) is not None:
-    node.__dict__[LOCATION] = (origin[0], "backward")
-  elif (line := user_line(2)) is not None: node.__dict__[LOCATION] = (line, "forward")
+    node.__dict__[LOCATION] = (origin[0], origin[1], "backward")
+    return
+  frame: Any = sys._getframe(2)  # the caller of Array.__init__; _user_frame, inlined (the hot path)
+  try:
+    while not _is_user_file[frame.f_code.co_filename]: frame = frame.f_back
+  except AttributeError:  # no user code on the stack
+    return
+  node.__dict__[LOCATION] = (frame.f_code, frame.f_lasti, "forward")
 
 
 def location(node: UOp) -> Optional[tuple[str, str]]:
-  """(file:line, 'forward' or 'backward') for a node built by user code while locations were on."""
-  return node.__dict__.get(LOCATION)
+  """(file:line, 'forward' or 'backward') of the user's code that built the node, or None."""
+  if (where := node.__dict__.get(LOCATION)) is None: return None
+  return _line_of(where[0], where[1]), where[2]
 
 
 def turn_on() -> None:
   helpers.locator = locate
+
+
+def turn_off() -> None:
+  helpers.locator = None

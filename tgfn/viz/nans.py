@@ -44,5 +44,5 @@ def check(kernel: Any, outputs: Sequence[Any]) -> None:
     msg = f"DEBUG_NANS: {kind} in the output of {what}, kernel '{kernel_label(lowered) if lowered else kernel.name}'"
     where = _where(node, set(lowered.inputs)) if node is not None else None
     if where is not None: msg += f", in the {where[1]} pass of the operation at {where[0]}"
-    else: msg += " (its source line is unknown: turn DEBUG_NANS on before building the arrays)"
+    else: msg += " (no line of user code built it)"
     raise FloatingPointError(msg)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from tgfn.helpers import SWITCHES
 from tgfn.uop.ops import toposort
 from tgfn.viz.graph import STYLE, to_svg
 from tgfn.viz.locations import location
@@ -74,7 +75,7 @@ def _kernel_html(kernel: Any, passes: list[Pass]) -> str:
 
 def _capture_html(i: int, c: Capture) -> str:
   graph = c.graph or (c.passes[0].after if c.passes and c.passes[0].name == "trace" else ())
-  settings = ", ".join(f"{k}={v}" for k, v in c.settings.items() if v not in ("", "0") or k == "DEBUG")
+  settings = ", ".join(f"{k}={v}" for k, v in c.settings.items() if v != SWITCHES[k].default or k == "DEBUG")
   passes = "".join(f'<li data-pass="{i}-{j}" class="{"unchanged" if p.before == p.after else ""}">'
                    f'{html.escape(p.name)}{" (unchanged)" if p.before == p.after else ""}</li>'
                    for j, p in enumerate(c.passes))

@@ -33,7 +33,7 @@ class Pass:
 class Capture:
   title: str
   graph: tuple[UOp, ...]
-  settings: dict[str, str]
+  settings: dict[str, Any]
   passes: list[Pass] = field(default_factory=list)
   kernels: list[Any] = field(default_factory=list)  # CompiledKernels
   dropped_passes: int = 0
