@@ -24,7 +24,7 @@ __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh",
            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
            "matrix_transpose", "vecdot", "signbit", "copysign", "nextafter",
            "unique_all", "unique_counts", "unique_inverse", "unique_values",
-           "isdtype", "can_cast", "result_type", "unstack"]
+           "isdtype", "can_cast", "result_type", "unstack", "from_dlpack"]
 
 pow = power
 bitwise_invert, bitwise_left_shift, bitwise_right_shift = invert, left_shift, right_shift
@@ -46,6 +46,13 @@ def asinh(x: Any) -> Array: return _numpy_function("arcsinh")(x)
 def atanh(x: Any) -> Array: return _numpy_function("arctanh")(x)
 
 
+def from_dlpack(x: Any, /, *, device: Optional[str] = None, copy: Optional[bool] = None) -> Array:
+  """An Array from any object with `__dlpack__` (a NumPy array, a torch tensor, a tgfn Array): its
+  values are copied into a new buffer, as every tgfn array owns its memory."""
+  out = asarray(np.from_dlpack(x))
+  return out if device is None else out.to_device(device)
+
+
 # ---- inspection
 class _Info:
   """What `__array_namespace_info__()` returns: the library's capabilities, devices and dtypes."""
@@ -62,7 +69,13 @@ class _Info:
             "indexing": dtypes.int32}
 
   def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
-    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES if kind is None or isdtype(d, kind)}
+    # the standard's dtypes only: float16 and bfloat16 work in tgfn but the standard has no such names
+    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES
+            if d.name in _STANDARD_DTYPE_NAMES and (kind is None or isdtype(d, kind))}
+
+
+_STANDARD_DTYPE_NAMES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                         "float32", "float64", "complex64", "complex128"}
 
 
 def __array_namespace_info__() -> _Info:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tgfn.array import Array, as_array, broadcast_shapes, promote
+from tgfn.array import Array, as_array, broadcast_shapes, device_put, promote
 from tgfn.dtype import dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops
 
@@ -607,5 +607,8 @@ def right_shift(a: Any, b: Any) -> Array:
   return a._alu(Ops.SHR, b)
 
 
-def astype(x: Any, dtype: Any) -> Array: return as_array(x).astype(dtype)
+def astype(x: Any, dtype: Any, *, copy: bool = True, device: Optional[str] = None) -> Array:
+  """`x` cast to `dtype`. `copy` is the array API's: arrays are immutable, so it changes nothing."""
+  out = as_array(x).astype(dtype)
+  return out if device is None else device_put(out, device)
 

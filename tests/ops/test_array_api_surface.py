@@ -1,0 +1,57 @@
+"""What the array API conformance suite (data-apis/array-api-tests) found missing or wrong on tgfn.numpy:
+keywords the standard's signatures name, the inspection namespace's contents, DLPack, special cases."""
+import inspect
+
+import numpy as np
+import pytest
+
+import tgfn.numpy as tnp
+
+CREATION = ["arange", "asarray", "empty", "empty_like", "eye", "full", "full_like", "linspace", "ones",
+            "ones_like", "zeros", "zeros_like"]
+
+
+@pytest.mark.parametrize("name", CREATION)
+def test_creation_signatures_show_device(name):
+  param = inspect.signature(getattr(tnp, name)).parameters["device"]
+  assert param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is None
+
+
+def test_copy_and_device_keywords():
+  x = tnp.arange(6)
+  assert "copy" in inspect.signature(tnp.astype).parameters and "copy" in inspect.signature(tnp.reshape).parameters
+  assert tnp.astype(x, tnp.float32, copy=False).dtype is tnp.float32
+  assert tnp.astype(x, tnp.float32, device="PYTHON").device == "PYTHON"
+  assert tnp.reshape(x, (2, 3), copy=False).shape == (2, 3)
+  assert tnp.fft.fftfreq(4, device="PYTHON").device == "PYTHON"
+  assert tnp.fft.rfftfreq(4, device="PYTHON").device == "PYTHON"
+
+
+def test_info_dtypes_are_the_standards():
+  names = set(tnp.__array_namespace_info__().dtypes())
+  assert "float16" not in names and "bfloat16" not in names
+  assert {"bool", "int8", "uint64", "float32", "float64", "complex64", "complex128"} <= names
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_hermitian_ffts_match_numpy(norm):
+  spectrum = np.array([1 + 2j, 3 - 1j, 2 + 0.5j, 1j])
+  signal = np.array([0.5, -1.0, 2.0, 3.0, 0.25])
+  np.testing.assert_allclose(np.asarray(tnp.fft.hfft(tnp.asarray(spectrum), norm=norm)),
+                             np.fft.hfft(spectrum, norm=norm), rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(tnp.fft.hfft(tnp.asarray(spectrum), n=5, norm=norm)),
+                             np.fft.hfft(spectrum, n=5, norm=norm), rtol=1e-12)
+  np.testing.assert_allclose(np.asarray(tnp.fft.ihfft(tnp.asarray(signal), norm=norm)),
+                             np.fft.ihfft(signal, norm=norm), rtol=1e-12)
+  with pytest.raises(ValueError, match="norm"):
+    tnp.fft.hfft(tnp.asarray(spectrum), norm="both")
+
+
+def test_dlpack_round_trip():
+  x = tnp.asarray([1.0, 2.0, 3.0])
+  assert x.__dlpack_device__() == (1, 0)
+  np.testing.assert_array_equal(np.from_dlpack(x), [1.0, 2.0, 3.0])
+  x.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=True)
+  y = tnp.from_dlpack(np.arange(4, dtype=np.int16))
+  assert y.dtype is tnp.int16 and y.tolist() == [0, 1, 2, 3]
+  assert tnp.from_dlpack(x, device="PYTHON").device == "PYTHON"
