@@ -55,3 +55,21 @@ def test_dlpack_round_trip():
   y = tnp.from_dlpack(np.arange(4, dtype=np.int16))
   assert y.dtype is tnp.int16 and y.tolist() == [0, 1, 2, 3]
   assert tnp.from_dlpack(x, device="PYTHON").device == "PYTHON"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_floor_divide_special_cases_are_the_standards(dtype):
+  inf = np.inf
+  a = np.array([-0.0, -0.0, 0.0, inf, -inf, inf, 1.0, -1.0, 1.0, -1.0, 7.0, 1.0, 0.0], dtype)
+  b = np.array([2.0, -2.0, -2.0, 2.0, 2.0, -3.0, -inf, inf, inf, -inf, 2.0, -0.0, 0.0], dtype)
+  # finite // inf keeps NumPy's and JAX's -1 (the standard's -0 would break a == (a // b) * b + a % b)
+  want = np.array([-0.0, 0.0, -0.0, inf, -inf, -inf, -1.0, -1.0, 0.0, 0.0, 3.0, -inf, np.nan], dtype)
+  got = np.asarray(tnp.floor_divide(tnp.asarray(a), tnp.asarray(b)))
+  np.testing.assert_array_equal(got, want)
+  zeros = want == 0   # assert_array_equal takes -0 == 0: compare their signs too
+  np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
+
+
+def test_atan_keeps_the_sign_of_zero():
+  got = np.asarray(tnp.atan(tnp.asarray([-0.0, 0.0], tnp.float32)))
+  assert list(np.signbit(got)) == [True, False] and not got.any()
