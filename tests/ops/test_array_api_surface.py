@@ -73,3 +73,13 @@ def test_floor_divide_special_cases_are_the_standards(dtype):
 def test_atan_keeps_the_sign_of_zero():
   got = np.asarray(tnp.atan(tnp.asarray([-0.0, 0.0], tnp.float32)))
   assert list(np.signbit(got)) == [True, False] and not got.any()
+
+
+def test_vecdot_conjugates_checks_lengths_and_keeps_the_dtype():
+  assert tnp.linalg.vecdot is tnp.vecdot
+  assert complex(tnp.linalg.vecdot(tnp.asarray([1j, 2j, 3j]), tnp.asarray([1, 2j, 3]))) == 4 - 10j
+  out = tnp.vecdot(tnp.asarray([100, 2], tnp.uint8), tnp.asarray([[3, 4]], tnp.uint8))
+  assert out.dtype is tnp.uint8 and out.tolist() == [(300 + 8) % 256]
+  assert tnp.vecdot(tnp.ones((3, 2)), tnp.ones((3, 1)), axis=0).tolist() == [3.0, 3.0]
+  with pytest.raises(ValueError, match="same length"):
+    tnp.vecdot(tnp.ones(0), tnp.ones(1))

@@ -17,6 +17,7 @@ from tgfn.dtype import result_type as _promote
 from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
 from tgfn.ops.reduction import sum
+from tgfn.ops.linalg_decomp import vecdot  # noqa: F401  (one vecdot for tnp and tnp.linalg)
 from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
 from tgfn.uop.ops import Ops, UOp
 
@@ -130,15 +131,6 @@ def matrix_transpose(x: Any) -> Array:
 def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
   x = moveaxis(as_array(x), axis, 0)
   return tuple(x[i] for i in range(x.shape[0]))
-
-
-def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
-  """The dot product of x1 and x2 along `axis` (broadcasting the others); a complex x1 is conjugated."""
-  x1, x2 = as_array(x1), as_array(x2)
-  if x1.dtype.is_complex:
-    from tgfn.ops.complex_math import conj
-    x1 = conj(x1)
-  return sum(x1 * x2, axis=axis)
 
 
 # ---- sign bits
