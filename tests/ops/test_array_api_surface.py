@@ -83,3 +83,16 @@ def test_vecdot_conjugates_checks_lengths_and_keeps_the_dtype():
   assert tnp.vecdot(tnp.ones((3, 2)), tnp.ones((3, 1)), axis=0).tolist() == [3.0, 3.0]
   with pytest.raises(ValueError, match="same length"):
     tnp.vecdot(tnp.ones(0), tnp.ones(1))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_a_zero_remainder_has_the_divisors_sign(dtype):
+  a, b = np.array([-0.0, 0.0, 4.0, -4.0, 4.0], dtype), np.array([2.0, -2.0, 2.0, 2.0, -2.0], dtype)
+  got = np.asarray(tnp.remainder(tnp.asarray(a), tnp.asarray(b)))
+  assert not got.any() and list(np.signbit(got)) == [False, True, False, False, True]   # as NumPy's
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_acosh_below_one_is_nan(dtype):
+  got = np.asarray(tnp.acosh(tnp.asarray([-7.6e30, -2.0, 0.5, 1.0], dtype)))
+  assert np.isnan(got[:3]).all() and got[3] == 0.0

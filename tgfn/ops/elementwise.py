@@ -162,7 +162,10 @@ def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
   q = round(fix._alu(Ops.WHERE, (a - r) / b - 1.0, (a - r) / b))
   # a zero quotient is +0 (as NumPy's): (a - r) / b is -0 for -1 // -inf; a -0 dividend is handled by the caller
   zero_quotient = q._alu(Ops.CMPNE, zero)._alu(Ops.WHERE, q, zero)
-  return zero_quotient, fix._alu(Ops.WHERE, r + b, r)
+  # a zero remainder takes the divisor's sign (NumPy and the array API): -0 % 2 is +0, 0 % -2 is -0
+  remainder = fix._alu(Ops.WHERE, r + b, r)
+  signed_zero = b._alu(Ops.CMPLT, zero)._alu(Ops.WHERE, _const_like(a, -0.0), zero)
+  return zero_quotient, remainder._alu(Ops.CMPNE, zero)._alu(Ops.WHERE, remainder, signed_zero)
 
 
 def _fmod(a: Array, b: Array) -> Array:
