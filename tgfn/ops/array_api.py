@@ -16,7 +16,6 @@ from tgfn.dtype import ALL_DTYPES, COMPLEX_DTYPES, DType, dtypes, to_dtype
 from tgfn.dtype import result_type as _promote
 from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
-from tgfn.ops.reduction import sum
 from tgfn.ops.linalg_decomp import vecdot  # noqa: F401  (one vecdot for tnp and tnp.linalg)
 from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
 from tgfn.uop.ops import Ops, UOp
