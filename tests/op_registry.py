@@ -134,8 +134,13 @@ def _float_unary(name: str, ref: Callable, domain: Domain = FULL) -> OpRecord:
 def _floor_divide_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
   # float x // +-0 is +-inf (NaN for 0 // 0) in NumPy, JAX and the array API; integer x // 0 is 0 in
   # NumPy and tgfn (JAX: -1)
+  # NumPy and tgfn (JAX: -1). An infinite dividend follows the array API, floor(a / b): inf // 2 is inf
+  # (NumPy: NaN)
   with np.errstate(divide="ignore", invalid="ignore"):
-    return np.floor_divide(a, b)
+    out = np.floor_divide(a, b)
+    if out.dtype.kind == "f":
+      out = np.where(np.isinf(a), np.floor(np.true_divide(a, b)).astype(out.dtype), out)
+    return out
 
 
 def _power_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -114,6 +114,12 @@ class Array:
       raise ValueError(f"tgfn.numpy implements the array API 2024.12, not {api_version!r}")
     return _np()
   def to_device(self, device: Any, /, *, stream: Any = None) -> Array: return device_put(self, device)
+  # DLPack exports a host copy of the value (NumPy's capsule), so the exporting device is always the CPU
+  def __dlpack__(self, *, stream: Any = None, max_version: Optional[tuple[int, int]] = None,
+                 dl_device: Optional[tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+    return self.numpy("x.__dlpack__()").__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
+                                                    copy=copy)
+  def __dlpack_device__(self) -> tuple[int, int]: return (1, 0)   # (kDLCPU, 0)
   @property
   def at(self) -> Any:
     from tgfn.ops.indexing import _IndexUpdateHelper

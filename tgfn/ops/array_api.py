@@ -16,7 +16,7 @@ from tgfn.dtype import ALL_DTYPES, COMPLEX_DTYPES, DType, dtypes, to_dtype
 from tgfn.dtype import result_type as _promote
 from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
-from tgfn.ops.reduction import sum
+from tgfn.ops.linalg_decomp import vecdot  # noqa: F401  (one vecdot for tnp and tnp.linalg)
 from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
 from tgfn.uop.ops import Ops, UOp
 
@@ -24,7 +24,7 @@ __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh",
            "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "concat", "permute_dims",
            "matrix_transpose", "vecdot", "signbit", "copysign", "nextafter",
            "unique_all", "unique_counts", "unique_inverse", "unique_values",
-           "isdtype", "can_cast", "result_type", "unstack"]
+           "isdtype", "can_cast", "result_type", "unstack", "from_dlpack"]
 
 pow = power
 bitwise_invert, bitwise_left_shift, bitwise_right_shift = invert, left_shift, right_shift
@@ -46,6 +46,13 @@ def asinh(x: Any) -> Array: return _numpy_function("arcsinh")(x)
 def atanh(x: Any) -> Array: return _numpy_function("arctanh")(x)
 
 
+def from_dlpack(x: Any, /, *, device: Optional[str] = None, copy: Optional[bool] = None) -> Array:
+  """An Array from any object with `__dlpack__` (a NumPy array, a torch tensor, a tgfn Array): its
+  values are copied into a new buffer, as every tgfn array owns its memory."""
+  out = asarray(np.from_dlpack(x))
+  return out if device is None else out.to_device(device)
+
+
 # ---- inspection
 class _Info:
   """What `__array_namespace_info__()` returns: the library's capabilities, devices and dtypes."""
@@ -62,7 +69,13 @@ class _Info:
             "indexing": dtypes.int32}
 
   def dtypes(self, *, device: Optional[str] = None, kind: Any = None) -> dict[str, DType]:
-    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES if kind is None or isdtype(d, kind)}
+    # the standard's dtypes only: float16 and bfloat16 work in tgfn but the standard has no such names
+    return {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES
+            if d.name in _STANDARD_DTYPE_NAMES and (kind is None or isdtype(d, kind))}
+
+
+_STANDARD_DTYPE_NAMES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                         "float32", "float64", "complex64", "complex128"}
 
 
 def __array_namespace_info__() -> _Info:
@@ -117,15 +130,6 @@ def matrix_transpose(x: Any) -> Array:
 def unstack(x: Any, axis: int = 0) -> tuple[Array, ...]:
   x = moveaxis(as_array(x), axis, 0)
   return tuple(x[i] for i in range(x.shape[0]))
-
-
-def vecdot(x1: Any, x2: Any, axis: int = -1) -> Array:
-  """The dot product of x1 and x2 along `axis` (broadcasting the others); a complex x1 is conjugated."""
-  x1, x2 = as_array(x1), as_array(x2)
-  if x1.dtype.is_complex:
-    from tgfn.ops.complex_math import conj
-    x1 = conj(x1)
-  return sum(x1 * x2, axis=axis)
 
 
 # ---- sign bits

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import numpy as np
-
 import functools
+import inspect
+
+import numpy as np
 
 from tgfn.array import Array, as_array, device_put
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
@@ -23,6 +24,10 @@ def _on_device(fn: Any) -> Any:
   def create(*args: Any, device: Optional[str] = None, **kwargs: Any) -> Array:
     out = fn(*args, **kwargs)
     return out if device is None else device_put(out, device)
+  # the signature shows `device` (inspect.signature, which the array API's conformance suite reads)
+  sig = inspect.signature(fn)
+  device_param = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Optional[str]")
+  create.__signature__ = sig.replace(parameters=[*sig.parameters.values(), device_param])
   return create
 
 

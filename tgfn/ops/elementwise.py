@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tgfn.array import Array, as_array, broadcast_shapes, promote
+from tgfn.array import Array, as_array, broadcast_shapes, device_put, promote
 from tgfn.dtype import dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops
 from tgfn.viz.locations import at_user_line
@@ -120,7 +120,12 @@ def floor_divide(a: Any, b: Any) -> Array:
   a, b = _numeric(a, b)
   _cm().no_complex("floor_divide", a)
   if a.dtype.is_float:
-    return (b == 0)._alu(Ops.WHERE, a._alu(Ops.FDIV, b), _float_divmod(a, b)[0])
+    # a zero or infinite dividend takes the array API's floor(a / b): -0 // 2 is -0 and inf // 2 is inf
+    # (NumPy and JAX: NaN). finite // inf stays NumPy's and JAX's (-1 // inf is -1, as -1 % inf is inf;
+    # the standard says -0 there, at odds with its own remainder)
+    quotient = a._alu(Ops.FDIV, b)
+    special = (b == 0) | (a == 0) | isinf(a)
+    return special._alu(Ops.WHERE, (b == 0)._alu(Ops.WHERE, quotient, floor(quotient)), _float_divmod(a, b)[0])
   q = a._alu(Ops.IDIV, b)
   if a.dtype.is_unsigned: return q
   zero = _const_like(a, 0)
@@ -155,8 +160,13 @@ def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
   zero = _const_like(a, 0.0)
   signs_differ = b._alu(Ops.CMPLT, zero)._alu(Ops.CMPNE, r._alu(Ops.CMPLT, zero))
   fix = r._alu(Ops.CMPNE, zero)._alu(Ops.AND, signs_differ)
-  q = (a - r) / b
-  return round(fix._alu(Ops.WHERE, q - 1.0, q)), fix._alu(Ops.WHERE, r + b, r)
+  q = round(fix._alu(Ops.WHERE, (a - r) / b - 1.0, (a - r) / b))
+  # a zero quotient is +0 (as NumPy's): (a - r) / b is -0 for -1 // -inf; a -0 dividend is handled by the caller
+  zero_quotient = q._alu(Ops.CMPNE, zero)._alu(Ops.WHERE, q, zero)
+  # a zero remainder takes the divisor's sign (NumPy and the array API): -0 % 2 is +0, 0 % -2 is -0
+  remainder = fix._alu(Ops.WHERE, r + b, r)
+  signed_zero = b._alu(Ops.CMPLT, zero)._alu(Ops.WHERE, _const_like(a, -0.0), zero)
+  return zero_quotient, remainder._alu(Ops.CMPNE, zero)._alu(Ops.WHERE, remainder, signed_zero)
 
 
 def _fmod(a: Array, b: Array) -> Array:
@@ -437,7 +447,7 @@ def arctan(x: Array) -> Array:
   r = mid._alu(Ops.WHERE, r + math.pi / 4, r)
   r = big._alu(Ops.WHERE, math.pi / 2 - r, r)
   r = isnan(x)._alu(Ops.WHERE, x, r)
-  return (x < 0)._alu(Ops.WHERE, -r, r)
+  return (x < 0)._alu(Ops.WHERE, -r, (x == 0)._alu(Ops.WHERE, x, r))   # atan(-0) is -0
 
 
 # ---- rounding
@@ -608,5 +618,8 @@ def right_shift(a: Any, b: Any) -> Array:
   return a._alu(Ops.SHR, b)
 
 
-def astype(x: Any, dtype: Any) -> Array: return as_array(x).astype(dtype)
+def astype(x: Any, dtype: Any, *, copy: bool = True, device: Optional[str] = None) -> Array:
+  """`x` cast to `dtype`. `copy` is the array API's: arrays are immutable, so it changes nothing."""
+  out = as_array(x).astype(dtype)
+  return out if device is None else device_put(out, device)
 

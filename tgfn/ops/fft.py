@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from tgfn.array import Array, as_array
+from tgfn.array import Array, as_array, device_put
 from tgfn.dtype import complex_dtype, dtypes, real_dtype, to_dtype
 from tgfn.ops.creation import arange
 from tgfn.ops.elementwise import where
@@ -24,7 +24,7 @@ from tgfn.ops.host import HostFunction, host_call, register
 from tgfn.ops.shape import moveaxis, roll
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 Sizes = Optional[Sequence[int]]   # s= and axes= of the n-dimensional transforms
 Norm = Optional[str]
@@ -213,21 +213,47 @@ def irfft2(a: Any, s: Sizes = None, axes: Sequence[int] = (-2, -1), norm: Norm =
   return irfftn(a, s, axes, norm)
 
 
+# ---- Hermitian transforms: the spectrum's half in, a real signal out (hfft), and back (ihfft)
+_SWAPPED_NORM = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _swapped(norm: Norm) -> str:
+  if norm not in _SWAPPED_NORM: raise ValueError(f"fft: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
+  return _SWAPPED_NORM[norm]
+
+
+def hfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
+  """The transform of a signal with a Hermitian-symmetric spectrum given by its first half: real, of
+  length n (default 2 * (len - 1)). It is irfft of the conjugate with the scale of the swapped norm."""
+  from tgfn.ops.complex_math import conj
+  return irfft(conj(_complex_input(a)), n, axis, _swapped(norm))
+
+
+def ihfft(a: Any, n: Optional[int] = None, axis: int = -1, norm: Norm = None) -> Array:
+  """The inverse of hfft: the n//2 + 1 first bins of a real signal's Hermitian spectrum."""
+  from tgfn.ops.complex_math import conj
+  return conj(rfft(a, n, axis, _swapped(norm)))
+
+
 # ---- frequencies and shifts
-def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None) -> Array:
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Optional[str] = None) -> Array:
   """The sample frequencies of an n-point FFT: [0, 1, ..., (n-1)//2, -(n//2), ..., -1] / (d * n)."""
   if int(n) <= 0: raise ValueError(f"fft.fftfreq: n must be positive, got {n}")
   n = int(n)
   k = arange(n)
   freq = where(k < (n + 1) // 2, k, k - n)
-  return (freq.astype(to_dtype(dtype) if dtype is not None else dtypes.default_float)) / (d * n)
+  return _placed((freq.astype(to_dtype(dtype) if dtype is not None else dtypes.default_float)) / (d * n), device)
 
 
-def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None) -> Array:
+def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Optional[str] = None) -> Array:
   """The sample frequencies of an n-point real FFT: [0, 1, ..., n//2] / (d * n)."""
   if int(n) <= 0: raise ValueError(f"fft.rfftfreq: n must be positive, got {n}")
   n = int(n)
-  return arange(n // 2 + 1).astype(to_dtype(dtype) if dtype is not None else dtypes.default_float) / (d * n)
+  return _placed(arange(n // 2 + 1).astype(to_dtype(dtype) if dtype is not None else dtypes.default_float) / (d * n), device)
+
+
+def _placed(x: Array, device: Optional[str]) -> Array:
+  return x if device is None else device_put(x, device)
 
 
 def _shifts(x: Array, axes: Any, sign: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -245,10 +271,3 @@ def ifftshift(x: Any, axes: Any = None) -> Array:
   """The inverse of fftshift: roll each axis by -(n // 2)."""
   x = as_array(x)
   return roll(x, *_shifts(x, axes, -1))
-
-
-def __getattr__(name: str) -> Any:
-  if name in ("hfft", "ihfft"):
-    raise NotImplementedError(f"tnp.fft.{name} is not implemented (the Hermitian transforms); "
-                              "use irfft(conj(a)) * n or conj(rfft(a)) / n")
-  raise AttributeError(f"module 'tgfn.numpy.fft' has no attribute {name!r}")

@@ -474,9 +474,21 @@ def matrix_transpose(x: Any) -> Array:
   return _mT(x)
 
 
-def vecdot(a: Any, b: Any, axis: int = -1) -> Array:
-  a, b = as_array(a), as_array(b)
-  return _sum(a * b, axis=axis)
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Array:
+  """The dot product of x1 and x2 along `axis`, which must have the same length in both (the other axes
+  broadcast); a complex x1 is conjugated. The result has the inputs' promoted dtype (uint8 stays uint8,
+  where sum would widen it)."""
+  x1, x2 = as_array(x1), as_array(x2)
+  ndim = max(x1.ndim, x2.ndim)
+  if not -ndim <= axis < ndim: raise ValueError(f"vecdot: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}")
+  axis = axis - ndim if axis >= 0 else axis   # counted from the end of the broadcast shape
+  if axis < -min(x1.ndim, x2.ndim) or x1.shape[axis] != x2.shape[axis]:
+    raise ValueError(f"vecdot: x1 and x2 need the same length along axis {axis}, got shapes {x1.shape} and {x2.shape}")
+  if x1.dtype.is_complex:
+    from tgfn.ops.complex_math import conj
+    x1 = conj(x1)
+  product = x1 * x2
+  return _sum(product, axis=axis, dtype=product.dtype)
 
 
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: Optional[int] = None) -> Array:

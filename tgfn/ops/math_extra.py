@@ -90,7 +90,8 @@ def arccosh(x: Array) -> Array:
   big = x > _sqrt_eps_inverse(x)
   safe = where(big, 1.0, x)
   d = safe - 1.0
-  return where(big, _log_large(where(big, x, 2.0)), log1p(d + sqrt(d * (safe + 1.0))))
+  out = where(big, _log_large(where(big, x, 2.0)), log1p(d + sqrt(d * (safe + 1.0))))
+  return where(x < 1.0, math.nan, out)   # (x - 1)(x + 1) is positive again for x < -1: the formula gives 0
 
 
 @_halves_in_float32

@@ -28,9 +28,10 @@ def _shape_arg(shape: Any) -> tuple[int, ...]:
   return (operator.index(shape),) if np.ndim(shape) == 0 else tuple(operator.index(n) for n in shape)
 
 
-def reshape(x: Any, shape: Any, order: str = "C") -> Array:
+def reshape(x: Any, shape: Any, order: str = "C", *, copy: Optional[bool] = None) -> Array:
   """`x` with a new shape of the same size; one entry may be -1 (inferred). order 'C' reads and writes
-  elements in row-major order, 'F' in column-major order."""
+  elements in row-major order, 'F' in column-major order. `copy` is the array API's: a reshape never
+  needs a copy of a lazy array, so every value is honoured."""
   x = as_array(x)
   shape = _shape_arg(shape)
   if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}{at_user_line()}")
