@@ -64,17 +64,22 @@ void nested(int *visits) { struct grid_ctx g = {visits}; tg_parallel_for(grid_bo
 
 
 class Kernels:
-  """The test kernels, compiled once per process (into the test run's cache)."""
+  """The test kernels, compiled once per process (into the test run's cache). Two test threads may ask
+  first at once: a kernel is published only with its argtypes set (without them ctypes would pass the
+  long long counts as C ints)."""
   _lib: dict[str, CPUProgram] = {}
+  _lock = threading.Lock()
 
   @classmethod
   def get(cls, name: str) -> CPUProgram:
-    if name not in cls._lib:
-      binary = CCompiler().compile_cached(KERNELS)
-      for fn in ("count_visits", "k", "nested"): cls._lib[fn] = CPUProgram(fn, binary)
-      cls._lib["count_visits"].fxn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2
-      cls._lib["k"].fxn.argtypes = [ctypes.c_void_p] * 2
-      cls._lib["nested"].fxn.argtypes = [ctypes.c_void_p]
+    with cls._lock:
+      if not cls._lib:
+        binary = CCompiler().compile_cached(KERNELS)
+        lib = {fn: CPUProgram(fn, binary) for fn in ("count_visits", "k", "nested")}
+        lib["count_visits"].fxn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2
+        lib["k"].fxn.argtypes = [ctypes.c_void_p] * 2
+        lib["nested"].fxn.argtypes = [ctypes.c_void_p]
+        cls._lib.update(lib)
     return cls._lib[name]
 
 
