@@ -4,7 +4,8 @@ The output loops (THREAD first, then GLOBAL, by id) are the outer loops; inside 
 order, each within its own sequential loops (AxisType.LOOP: a scatter's copy, then its pass over the
 updates), which close before the next store's open. Every other node is placed in
 the innermost loop it depends on, in dependency order, so loop-invariant work is hoisted out of every
-loop (an output loop opens after what does not depend on it). Each REDUCE
+loop (an output loop opens after what does not depend on it), except a read of a buffer that a
+sequential loop writes (a scatter reading its copied output), which waits for those stores. Each REDUCE
 becomes an accumulator: DEFINE_ACC before its loops, ASSIGN acc = acc <op> value inside them (once per
 value, in order), and after the loops the DEFINE_ACC itself stands for the result. REDUCEs over the
 same loops that are ready together share one loop nest: an unrolled tile of accumulators (a register
@@ -60,6 +61,10 @@ class _Linearizer:
     self.placed: set[UOp] = set()
     self._deps: dict[UOp, frozenset[UOp]] = {}
     self._accs_below: dict[UOp, frozenset[UOp]] = {}
+    # buffers a sequential loop writes (a scatter's copy): a value that loads one must not be placed before
+    # the stores, so the steps that hoist work ahead of them skip it while this is set
+    self.unwritten: frozenset[UOp] = frozenset()
+    self._reads: dict[UOp, frozenset[UOp]] = {}
 
   def children(self, u: UOp) -> tuple[UOp, ...]:
     """What must be computed before `u`: for an accumulator, the values it accumulates (and their loops)."""
@@ -89,9 +94,19 @@ class _Linearizer:
         self._accs_below[u] = below | {u} if u in self.reductions else below
     return self._accs_below[root]
 
+  def reads(self, root: UOp) -> frozenset[UOp]:
+    """The buffers (DEFINE_GLOBAL) `root` loads from, directly or through other values."""
+    if root not in self._reads:
+      for u in toposort([root], lambda u: () if u in self._reads else self.children(u)):
+        if u in self._reads: continue
+        below = frozenset().union(*(self._reads[c] for c in self.children(u)))
+        self._reads[u] = below | {u.src[0]} if u.op is Ops.LOAD else below
+    return self._reads[root]
+
   def emit_scope(self, roots: Iterable[UOp], open_ranges: frozenset[UOp]) -> None:
     for node in self.order(roots):
       if node in self.placed or node.op is Ops.RANGE or not self.deps(node) <= open_ranges: continue
+      if self.unwritten and self.reads(node) & self.unwritten: continue
       if node in self.reductions: self.emit_reductions(self.group_for(node, open_ranges), open_ranges)
       else: self.place(node)
 
@@ -143,6 +158,10 @@ def linearize(ast: UOp) -> list[UOp]:
   # each output loop opens after the work that does not depend on it or on a loop inside it (loop-invariant
   # code motion: Adam's bias correction is computed once, not per element). A THREAD loop opens first:
   # its body is what runs on each worker
+  by_loops: dict[frozenset[UOp], list[UOp]] = {}
+  for store in ast.src: by_loops.setdefault(lin.deps(store) - frozenset(outer), []).append(store)
+  # a scatter reads its output after its copy loop wrote it: such reads wait for the stores below
+  lin.unwritten = frozenset(store.src[0] for loops, stores in by_loops.items() if loops for store in stores)
   work = [u for u in toposort([ast]) if u.op is not Ops.STORE and u.op is not Ops.SINK]
   opened: frozenset[UOp] = frozenset()
   for rng in outer:
@@ -155,8 +174,7 @@ def linearize(ast: UOp) -> list[UOp]:
   lin.emit_scope([u for u in toposort([ast]) if u.op is Ops.LOAD], frozenset(outer))
   # the stores by their sequential loops (AxisType.LOOP), in order of first appearance: one loop nest per
   # set of loops (a complex value's two stores share theirs), each closed before the next one opens
-  by_loops: dict[frozenset[UOp], list[UOp]] = {}
-  for store in ast.src: by_loops.setdefault(lin.deps(store) - frozenset(outer), []).append(store)
+  lin.unwritten = frozenset()
   for loops, stores in by_loops.items():
     ordered = sorted(loops, key=lambda r: r.arg[0])
     for rng in ordered: lin.place(rng)
