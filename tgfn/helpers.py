@@ -63,6 +63,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in [
   Switch("DEBUG_NANS", False, _flag, "check every kernel output for NaN/Inf, naming the user's line"),
   Switch("SOURCE_LINES", True, _flag, "remember the user's line that built each node, for errors, DEBUG_NANS and "
                                       "VIZ (read at import; about 3 us per new node)"),
+  Switch("POISON_MEMORY", False, _flag, "fill every CPU buffer handed out with the byte 0x6B, so a kernel that "
+                                       "reads memory it never wrote gives garbage instead of a lucky zero"),
   Switch("TGFN_LOG_COMPILES", False, _flag, "say why each jitted function compiles"),
   Switch("TGFN_KERNEL_CACHE_SIZE", 4096, _integer, "compiled kernels (and plans) kept in memory"),
   Switch("TGFN_CACHE_DIR", "", str, "the on-disk compile cache's folder (default $XDG_CACHE_HOME/tgfn or ~/.cache/tgfn)"),

@@ -230,6 +230,11 @@ class MallocAllocator(Allocator):
     self._c_free = _libc.free
 
   def alloc(self, nbytes: int) -> int:
+    ptr = self._alloc(nbytes)
+    if settings.POISON_MEMORY: ctypes.memset(ptr, 0x6B, max(64, (nbytes + 63) // 64 * 64))
+    return ptr
+
+  def _alloc(self, nbytes: int) -> int:
     size = max(64, (nbytes + 63) // 64 * 64)
     if self._free.get(size):
       self._lock.acquire()

@@ -122,25 +122,12 @@ def test_complex_values_scatter_both_parts(device):
   np.testing.assert_array_equal(tnp.array(x).at[tnp.array(idx)].set(tnp.array(u)), np.complex64([1, 2, 2 - 1j]))
 
 
-def _poisoned_allocations(monkeypatch) -> None:
-  """New CPU buffers hold a garbage pattern instead of the zeros a fresh page happens to hold: a kernel
-  that reads memory before writing it gives that garbage (a pooled, reused block does in real runs)."""
-  import ctypes
-  from tgfn_drivers import cpu
-  plain = cpu.MallocAllocator.alloc
-  def alloc(self, nbytes: int) -> int:
-    ptr = plain(self, nbytes)
-    ctypes.memset(ptr, 0x6B, max(64, (nbytes + 63) // 64 * 64))
-    return ptr
-  monkeypatch.setattr(cpu.MallocAllocator, "alloc", alloc)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_scalar_position_reads_the_copy_not_the_memory_before_it(device, dtype, monkeypatch):
   """An update at one traced position (x.at[i].add, the gradient of x[i]) reads the operand's copy at
   that position after the copy loop wrote it: a read hoisted above the loop returned the buffer's old
   bytes (2.8e209 for these), silently."""
-  _poisoned_allocations(monkeypatch)
+  monkeypatch.setenv("POISON_MEMORY", "1")  # new buffers hold garbage, as reused blocks do in real runs
   x = np.array([0.4, -1.0, 2.0, 0.1], dtype)
   i = tnp.array(1, dtype=tnp.int32)
   np.testing.assert_allclose(np.asarray(tnp.asarray(x).at[i].add(tnp.asarray(dtype(1.5)))), x + [0, 1.5, 0, 0])
