@@ -40,18 +40,20 @@ def _trace_concrete(f: Callable, primals: Sequence[Any], has_aux: bool) -> tuple
   return inputs, [h.uop for h in holders], outs, out_tree, in_tree, aux
 
 
-def _bind_back(mapping: dict[UOp, UOp], x: Any) -> Any:
-  """Replace placeholders by the real inputs in every Array of the pytree `x`."""
+def _bind_back(mapping: dict[UOp, UOp], x: Any, memo: dict[UOp, UOp]) -> Any:
+  """Replace placeholders by the real inputs in every Array of the pytree `x`. `memo` is shared by every
+  call with this mapping: the leaves (a loss and each parameter's gradient) share most of their graph,
+  which is then walked once, not once per leaf."""
   if x is None: return None
   leaves, tree = flatten(x)
-  return unflatten(tree, [Array(substitute(a.uop, mapping)) if isinstance(a, Array) else a for a in leaves])
+  return unflatten(tree, [Array(substitute(a.uop, mapping, memo)) if isinstance(a, Array) else a for a in leaves])
 
 
 def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
   """(f(*primals), vjp_fn) where vjp_fn(cotangent) returns one cotangent per primal (pytrees ok)."""
   inputs, holders, outs, out_tree, in_tree, aux = _trace_concrete(f, primals, has_aux)
-  mapping = dict(zip(holders, (x.uop for x in inputs)))
-  primal_out = _bind_back(mapping, unflatten(out_tree, outs))
+  mapping, memo = dict(zip(holders, (x.uop for x in inputs))), {}
+  primal_out = _bind_back(mapping, unflatten(out_tree, outs), memo)
 
   def vjp_fn(cotangent: Any) -> tuple:
     ct_leaves, ct_tree = flatten(cotangent)
@@ -65,9 +67,9 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
       cts.append(ct.astype(o.dtype))
     grads = backward([o.uop for o in outs], cts, holders)
     full = [g if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
-    return tuple(_bind_back(mapping, unflatten(in_tree, full)))
+    return tuple(_bind_back(mapping, unflatten(in_tree, full), memo))
 
-  return (primal_out, vjp_fn, _bind_back(mapping, aux)) if has_aux else (primal_out, vjp_fn)
+  return (primal_out, vjp_fn, _bind_back(mapping, aux, memo)) if has_aux else (primal_out, vjp_fn)
 
 
 def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) -> None:
@@ -139,9 +141,9 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: b
   seeds = {h: t.astype(x.dtype) for h, x, t in zip(holders, inputs, tangent_leaves) if x.dtype.is_inexact}
   tangent_out = forward([o.uop for o in outs], seeds)
   full = [t if t is not None else Array.const(0, o.dtype, o.shape) for t, o in zip(tangent_out, outs)]
-  mapping = dict(zip(holders, (x.uop for x in inputs)))
-  result = (_bind_back(mapping, unflatten(out_tree, outs)), _bind_back(mapping, unflatten(out_tree, full)))
-  return result + (_bind_back(mapping, aux),) if has_aux else result
+  mapping, memo = dict(zip(holders, (x.uop for x in inputs))), {}
+  result = (_bind_back(mapping, unflatten(out_tree, outs), memo), _bind_back(mapping, unflatten(out_tree, full), memo))
+  return result + (_bind_back(mapping, aux, memo),) if has_aux else result
 
 
 def linearize(f: Callable, *primals: Any) -> tuple[Any, Callable]:
