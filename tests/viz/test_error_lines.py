@@ -50,6 +50,10 @@ def test_tracing_errors_name_the_line():
     tgfn.grad(lambda x: x * 2)(tnp.ones(3))  # grad of a vector
   with pytest.raises(tgfn.ConcretizationError, match=re.escape(__file__)):
     tgfn.jit(lambda x: 1 if x.sum() > 0 else 0)(tnp.ones(3))
+  with pytest.raises(TypeError, match=_at("unhashable static")):
+    tgfn.jit(lambda x, n: x * len(n), static_argnums=1)(tnp.ones(3), [1, 2])  # unhashable static
+  with pytest.raises(TypeError, match=_at("jit of a class")):
+    tgfn.jit(dict)  # jit of a class
 
 
 def test_the_line_is_the_users_own_not_tgfns():

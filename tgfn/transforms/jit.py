@@ -31,6 +31,7 @@ from tgfn.transforms.subgraph import call_traced
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
 from tgfn.tree import flatten, unflatten
 from tgfn.uop.ops import Ops, UOp, normalize_const, toposort
+from tgfn.viz.locations import at_user_line
 
 IntOrSeq = Union[int, Sequence[int]]
 
@@ -140,7 +141,8 @@ class JitFunction:
         hash(value)
       except TypeError:
         raise TypeError(f"jit: static argument {name!r} of {fn_name(self.fun)} must be hashable, got "
-                        f"{type(value).__name__}; pass a tuple instead of a list, or make it a traced argument") from None
+                        f"{type(value).__name__}; pass a tuple instead of a list, or make it a traced argument"
+                        f"{at_user_line()}") from None
     dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
     return dyn_args, dyn_kwargs, tuple(static)
@@ -303,7 +305,7 @@ class JitFunction:
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
     bound = _bind_leaves(leaves, compute=False)
-    if bound is None: raise TypeError("jit(...).lower needs concrete arguments, got traced values")
+    if bound is None: raise TypeError(f"jit(...).lower needs concrete arguments, got traced values{at_user_line()}")
     key = (in_tree, bound[0], static)
     with self._compile_lock:
       entry = self._cache.get(key)
@@ -391,7 +393,7 @@ def _implicit_buffers(plan: _StatePlan) -> list:
     value = t._data
     if value.shape != shape or value.dtype != dtype:
       raise ValueError(f"jit: a Tensor the function reads changed from {shape} {dtype.name} to {value.shape} "
-                       f"{value.dtype.name} since it was traced; call clear_cache() on the jitted function")
+                       f"{value.dtype.name} since it was traced; call clear_cache() on the jitted function{at_user_line()}")
     out.append(value._value("jit tensor state").buffer)
   return out
 
@@ -417,6 +419,6 @@ def jit(fun: Optional[Callable] = None, *, static_argnums: IntOrSeq = (), static
     return make if fun is None else make(fun)
   if fun is None:
     return lambda f: JitFunction(f, static_argnums, static_argnames, donate_argnums, beam)
-  if not callable(fun): raise TypeError(f"jit expects a function, got {type(fun).__name__}")
-  if inspect.isclass(fun): raise TypeError("jit expects a function, got a class")
+  if not callable(fun): raise TypeError(f"jit expects a function, got {type(fun).__name__}{at_user_line()}")
+  if inspect.isclass(fun): raise TypeError(f"jit expects a function, got a class{at_user_line()}")
   return JitFunction(fun, static_argnums, static_argnames, donate_argnums, beam)
