@@ -4,6 +4,7 @@ import pytest
 
 import tgfn
 import tgfn.numpy as tnp
+from tests.conftest import TEST_DEVICE
 
 
 @pytest.mark.parametrize("dt", [tnp.float32, tnp.float16, tnp.bfloat16, tnp.int8, tnp.uint32, tnp.bool_, tnp.float64])
@@ -51,9 +52,9 @@ def test_iinfo():
 def test_namespace_hooks():
   x = tnp.ones((2, 3))
   assert tnp.__array_api_version__ == "2024.12" and x.__array_namespace__() is tnp
-  assert x.mT.shape == (3, 2) and x.to_device("PYTHON").device == "PYTHON" and x.device == "CPU"
+  assert x.mT.shape == (3, 2) and x.to_device("PYTHON").device == "PYTHON" and x.device == TEST_DEVICE
   info = tnp.__array_namespace_info__()
-  assert info.default_dtypes()["real floating"] is tnp.float32 and "CPU" in info.devices()
+  assert info.default_dtypes()["real floating"] is tnp.float32 and TEST_DEVICE in info.devices()
   assert set(info.dtypes(kind="signed integer")) == {"int8", "int16", "int32", "int64"}
   with pytest.raises(ValueError, match="2024.12"):
     x.__array_namespace__(api_version="2099.01")

@@ -88,7 +88,7 @@ def test_lower_shows_kernels_without_running():
   lowered = tgfn.jit(lambda x: (x * 3).sum(0)).lower(tnp.ones((4, 2)))
   assert Counters.kernels_launched == launched
   assert len(lowered.kernels) == 1
-  assert "void r_2" in lowered.as_text()
+  assert "r_2" in lowered.as_text()  # the kernel's name, in whatever language the device renders
 
 
 def test_outputs_can_be_inputs_constants_and_pytrees():

@@ -62,7 +62,10 @@ class _Info:
     return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
 
   def default_device(self) -> str: return Device.DEFAULT
-  def devices(self) -> list[str]: return ["CPU", "PYTHON"]
+  def devices(self) -> list[str]:
+    """The backends this machine can run (tgfn.backends()), each a name `device=` takes."""
+    from tgfn_drivers import backends
+    return [b.name for b in backends() if b.available]
 
   def default_dtypes(self, *, device: Optional[str] = None) -> dict[str, DType]:
     return {"real floating": dtypes.float32, "complex floating": dtypes.complex64, "integral": dtypes.int32,
