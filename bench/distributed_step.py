@@ -43,7 +43,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_
 import numpy as np  # noqa: E402
 
 from common import Report, bench_parser, interleave, machine_info, time_calls  # noqa: E402
-from mlp_step import BATCH, LR, make_problem, numpy_step  # noqa: E402
+from mlp_step import BATCH, LR, make_problem, numpy_step, tgfn_loss  # noqa: E402
 
 MPI_ROWS = "data-parallel MLP step, 2 MPI processes x 1 device, ms"
 
@@ -53,20 +53,12 @@ def tgfn_parts():
   import tgfn.numpy as tnp
   from tgfn import lax
 
-  def loss_fn(p, x, y):
-    h = tnp.maximum(x @ p["w1"] + p["b1"], 0.0)
-    h = tnp.maximum(h @ p["w2"] + p["b2"], 0.0)
-    logits = h @ p["w3"] + p["b3"]
-    m = tgfn.stop_gradient(logits.max(axis=1, keepdims=True))
-    lse = tnp.log(tnp.exp(logits - m).sum(axis=1, keepdims=True)) + m
-    return -(y * (logits - lse)).sum() / x.shape[0]
-
   def step(p, x, y):
-    g = lax.pmean(tgfn.grad(loss_fn)(p, x, y), "batch")
+    g = lax.pmean(tgfn.grad(tgfn_loss)(p, x, y), "batch")
     return {k: p[k] - LR * g[k] for k in p}
 
   def single(p, x, y):
-    g = tgfn.grad(loss_fn)(p, x, y)
+    g = tgfn.grad(tgfn_loss)(p, x, y)
     return {k: p[k] - LR * g[k] for k in p}
   return tgfn, tnp, step, single
 
