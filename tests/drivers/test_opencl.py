@@ -76,6 +76,21 @@ def test_block_until_ready_waits_for_the_queue(monkeypatch) -> None:
   assert finished == [True, True]
 
 
+def test_values_from_constants_run_where_the_inputs_live(monkeypatch) -> None:
+  """Arrays on the CPU, OPENCL the default device: a gradient's constant-only pieces (the seed 1.0, a
+  broadcast zero) ran on OPENCL and their cl_mem handles went to CPU kernels as pointers (garbage, -1.6e13)."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  x = tnp.array([[0.52, 1.12, 0.77], [0.88, -1.08, 0.15], [0.52, 0.06, -1.30], [0.74, -2.49, 1.39]])
+  t, w, b = tnp.array([True, True, False, True]), tnp.array([0.3, -0.2, 0.5]), tnp.array(0.1)
+  def loss(w, b):  # the JAX quickstart's logistic regression
+    p = 0.5 * (tnp.tanh((tnp.dot(x, w) + b) / 2) + 1)
+    return -tnp.sum(tnp.log(p * t + (1 - p) * (1 - t)))
+  monkeypatch.setenv("DEV", "OPENCL")
+  got = tgfn.grad(loss, (0, 1))(w, b)[1]
+  assert got.device == "CPU" and float(np.asarray(got)) == pytest.approx(-0.519425873515188, rel=1e-5)
+
+
 def test_a_jitted_function_builds_as_one_program(monkeypatch) -> None:
   _opencl_or_skip()
   from tgfn_drivers import opencl

@@ -280,8 +280,11 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
   if settings.DEBUG >= 3: debug.print_schedule(items, graphs)
   groups = call_groups(items)
+  # a value computed from constants alone has no device: it runs where the graph's inputs live, else on
+  # the default device (a kernel on the default device would hand its buffer to kernels of another one)
+  home = next((d for g in graphs if (d := g.device) is not None), None) or Device.DEFAULT
   for item in items:
-    device = item.output.device or Device.DEFAULT
+    device = item.output.device or home
     if item.kernel is None and item.output.op is Ops.CALL:  # a sub-graph call computes all of its outputs at its first one
       spec = item.output.arg[0]
       if (group := groups.pop((spec, item.inputs), None)) is None: continue
