@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import functools
 import json
+import threading
 from typing import Any, Iterable
 
 import numpy as np
@@ -192,13 +193,17 @@ class CLProgram:
     self.global_size = (_size_t * 3)(*library.launch[name])
     self.kernel = self.rt.cl.clCreateKernel(library.program, name.encode(), ctypes.byref(err))
     self.rt.check(err.value, f"clCreateKernel({name})")
+    # a cl_kernel's arguments are state shared by every caller: two threads setting them at once would
+    # launch with a mix of both calls' buffers (OpenCL leaves clSetKernelArg unsynchronized)
+    self.lock = threading.Lock()
 
   def __call__(self, *args: Any) -> None:
     """Buffers (cl_mem handles as c_void_p), then scalar parameters (ctypes values, from scalar_arg)."""
     cl = self.rt.cl
-    for i, a in enumerate(args): self.rt.check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(a), ctypes.byref(a)), f"argument {i}")
-    if 0 in tuple(self.global_size): return
-    self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, None, 0, None, None), "launch")
+    with self.lock:
+      for i, a in enumerate(args): self.rt.check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(a), ctypes.byref(a)), f"argument {i}")
+      if 0 in tuple(self.global_size): return
+      self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, None, 0, None, None), "launch")
 
   def __del__(self) -> None:
     if getattr(self, "kernel", None): self.rt.cl.clReleaseKernel(self.kernel)
