@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import json
 import threading
 from typing import Any, Iterable
@@ -110,10 +109,18 @@ class _Runtime:
                        + (f"\n--- source ---\n{source}" if source else ""))
 
 
-@functools.cache
+_runtime: list[_Runtime] = []
+_runtime_lock = threading.Lock()
+
+
 def runtime() -> _Runtime:
-  """The OpenCL runtime of this process, started on first use; OpenCLUnavailable names what to install."""
-  return _Runtime()
+  """The OpenCL runtime of this process, started on first use; OpenCLUnavailable names what to install.
+  One per process even when threads ask first at once: two would give two contexts, and buffers of one
+  passed to kernels of the other."""
+  if not _runtime:
+    with _runtime_lock:
+      if not _runtime: _runtime.append(_Runtime())
+  return _runtime[0]
 
 
 class CLAllocator(Allocator):

@@ -91,6 +91,29 @@ def test_values_from_constants_run_where_the_inputs_live(monkeypatch) -> None:
   assert got.device == "CPU" and float(np.asarray(got)) == pytest.approx(-0.519425873515188, rel=1e-5)
 
 
+def test_threads_starting_opencl_at_once_share_one_runtime(monkeypatch) -> None:
+  """Two runtimes would be two contexts, with one thread's buffers passed to the other's kernels (the
+  threaded jit test got wrong values on OPENCL). A slow start makes the race certain without the lock."""
+  import threading
+  import time
+  from tgfn_drivers import opencl
+  made = []
+  def slow_start() -> object:
+    time.sleep(0.05)
+    made.append(object())
+    return made[-1]
+  monkeypatch.setattr(opencl, "_Runtime", slow_start)
+  monkeypatch.setattr(opencl, "_runtime", [])
+  got, start = [], threading.Barrier(4)
+  def ask() -> None:
+    start.wait()
+    got.append(opencl.runtime())
+  threads = [threading.Thread(target=ask) for _ in range(4)]
+  for t in threads: t.start()
+  for t in threads: t.join()
+  assert len(made) == 1 and all(r is made[0] for r in got)
+
+
 def test_a_jitted_function_builds_as_one_program(monkeypatch) -> None:
   _opencl_or_skip()
   from tgfn_drivers import opencl
