@@ -7,6 +7,7 @@ A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
   build_many optional: [(name, source), ...] -> one program per kernel, compiled together (a batch: the
              kernels of a jitted function); None where kernels compile one at a time
+  address_handles: whether handle + byte offset addresses a view (the bodies of lax loops need views)
   synchronize optional: waits for every queued kernel, on a device whose launches return before the
              kernel ends (OPENCL, CUDA, WEBGPU); None where a launch is synchronous (CPU, LLVM, PYTHON)
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
@@ -159,6 +160,9 @@ class Compiled:
   # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
   scalar_arg: Callable[[Any, DType], Any] = _value_as_is
   synchronize: Optional[Callable[[], None]] = None
+  # whether a handle is a memory address, so handle + byte offset is a view into the buffer (CPU, LLVM,
+  # CUDA); an opaque handle (an OpenCL cl_mem, a WebGPU buffer) has no views
+  address_handles: bool = False
 
 
 DONATED_MESSAGE = ("this array was donated to a jitted function (donate_argnums) and its memory now holds "

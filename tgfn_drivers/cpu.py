@@ -462,4 +462,4 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
 
 _compiler = CCompiler()
 DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many,
-                  scalar_arg=scalar_arg)
+                  scalar_arg=scalar_arg, address_handles=True)

@@ -214,4 +214,4 @@ def synchronize() -> None:
 
 
 DEVICE = Compiled("CUDA", CUDAAllocator(), CUDARenderer(), NVRTCCompiler(), CUDAProgram, scalar_arg=scalar_arg,
-                  kernel_arg=ctypes.c_uint64, synchronize=synchronize)
+                  kernel_arg=ctypes.c_uint64, synchronize=synchronize, address_handles=True)

@@ -162,4 +162,4 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[LLVMProgram]:
 
 _compiler = LLVMCompiler()
 DEVICE = Compiled("LLVM", MallocAllocator(), NativeLLVMRenderer(), _compiler, LLVMProgram, build_many,
-                  scalar_arg=scalar_arg)
+                  scalar_arg=scalar_arg, address_handles=True)

@@ -36,9 +36,10 @@ class BufferView(Buffer):
     super().__init__(base.device, size, base.dtype)
     self.base = base
     handle, start = base.handle, offset * base.dtype.itemsize
-    if isinstance(handle, (int, np.integer)): self._handle = int(handle) + start           # a raw address (CPU)
-    elif isinstance(handle, np.ndarray): self._handle = handle[start:start + self.nbytes]  # host memory (PYTHON)
-    else: raise NotImplementedError(f"no buffer views on device {base.device} (handle {type(handle).__name__})")
+    if isinstance(handle, np.ndarray): self._handle = handle[start:start + self.nbytes]  # host memory (PYTHON)
+    elif Device[base.device].address_handles: self._handle = int(handle) + start        # an address (CPU, CUDA)
+    else: raise NotImplementedError(f"no buffer views on device {base.device}: its buffer handles "
+                                    f"({type(handle).__name__}) are not addresses, so lax loop bodies cannot run there")
     self._allocator = _NO_FREE
     self._arg = Device[base.device].kernel_arg(self._handle)
 
