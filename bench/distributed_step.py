@@ -43,7 +43,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_
 import numpy as np  # noqa: E402
 
 from common import Report, bench_parser, interleave, machine_info, time_calls  # noqa: E402
-from mlp_step import BATCH, LR, make_problem, numpy_step, tgfn_loss  # noqa: E402
+from mlp_step import BATCH, LR, make_problem, numpy_step, jax_loss, tgfn_loss  # noqa: E402
 
 MPI_ROWS = "data-parallel MLP step, 2 MPI processes x 1 device, ms"
 
@@ -96,16 +96,8 @@ def jax_calls(jax, P, X, Y):
   devices = jax.devices("cpu")
   if len(devices) < 2: raise RuntimeError(f"JAX sees {len(devices)} CPU device(s), not 2 (XLA_FLAGS came too late)")
 
-  def loss_fn(p, x, y):
-    h = jax.nn.relu(x @ p["w1"] + p["b1"])
-    h = jax.nn.relu(h @ p["w2"] + p["b2"])
-    logits = h @ p["w3"] + p["b3"]
-    m = jax.lax.stop_gradient(logits.max(axis=1, keepdims=True))
-    lse = jnp.log(jnp.exp(logits - m).sum(axis=1, keepdims=True)) + m
-    return -(y * (logits - lse)).sum() / x.shape[0]
-
   def step(p, x, y):
-    g = jax.lax.pmean(jax.grad(loss_fn)(p, x, y), "batch")
+    g = jax.lax.pmean(jax.grad(jax_loss)(p, x, y), "batch")
     return jax.tree_util.tree_map(lambda a, b: a - LR * b, p, g)
 
   p = {k: jnp.asarray(v) for k, v in P.items()}

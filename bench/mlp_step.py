@@ -117,6 +117,18 @@ def tgfn_loss(p, x, y):
   return -(y * (logits - lse)).sum() / x.shape[0]
 
 
+def jax_loss(p, x, y):
+  """The same loss in JAX (bench/distributed_step.py runs it under pmap)."""
+  import jax
+  import jax.numpy as jnp
+  h = jax.nn.relu(x @ p["w1"] + p["b1"])
+  h = jax.nn.relu(h @ p["w2"] + p["b2"])
+  logits = h @ p["w3"] + p["b3"]
+  m = jax.lax.stop_gradient(logits.max(axis=1, keepdims=True))
+  lse = jnp.log(jnp.exp(logits - m).sum(axis=1, keepdims=True)) + m
+  return -(y * (logits - lse)).sum() / x.shape[0]
+
+
 class TgfnRunner:
   label = "tgfn (jit, donate_argnums=0)"
 
@@ -153,14 +165,6 @@ class JaxRunner:
     optax, _ = import_peer("optax")
     self.jax = jax
 
-    def loss_fn(p, x, y):
-      h = jax.nn.relu(x @ p["w1"] + p["b1"])
-      h = jax.nn.relu(h @ p["w2"] + p["b2"])
-      logits = h @ p["w3"] + p["b3"]
-      m = jax.lax.stop_gradient(logits.max(axis=1, keepdims=True))
-      lse = jnp.log(jnp.exp(logits - m).sum(axis=1, keepdims=True)) + m
-      return -(y * (logits - lse)).sum() / x.shape[0]
-
     self.p = {k: jnp.asarray(v) for k, v in P.items()}
     self.x, self.y = jnp.asarray(X), jnp.asarray(Y)
     if optax is not None:
@@ -169,7 +173,7 @@ class JaxRunner:
 
       def step(state, x, y):
         p, o = state
-        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        loss, g = jax.value_and_grad(jax_loss)(p, x, y)
         updates, o = opt.update(g, o, p)
         return (optax.apply_updates(p, updates), o), loss
       self.state = (self.p, opt.init(self.p))
@@ -178,7 +182,7 @@ class JaxRunner:
 
       def step(state, x, y):
         p, o = state
-        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        loss, g = jax.value_and_grad(jax_loss)(p, x, y)
         return (jax.tree_util.tree_map(lambda a, b: a - LR * b, p, g), o), loss
       self.state = (self.p, ())
     self.jstep = jax.jit(step, donate_argnums=0)
