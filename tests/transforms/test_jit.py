@@ -182,3 +182,14 @@ def test_functions_that_allocate_nothing_and_weakly_held_results():
   # the call allocates afresh, and the cache lets go of the old result, which then dies
   assert watched() is None
   assert_close(again, np.array([10.0, 10.0], np.float32))
+
+
+def test_a_function_without_array_arguments_runs_on_the_default_device_in_effect():
+  # its compiled graph is placed by DEV=, so a cached one must not be replayed under another default
+  make = tgfn.jit(lambda: tnp.ones(3) * 3)
+  assert make().device == "CPU"
+  with tgfn.Context(DEV="PYTHON"):
+    out = make()
+    assert out.device == "PYTHON"
+    np.testing.assert_array_equal(np.asarray(out), [3.0, 3.0, 3.0])
+  assert make().device == "CPU" and make._cache_size() == 2

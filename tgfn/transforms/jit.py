@@ -2,9 +2,10 @@
 
 The cache key is the input pytree structure, each leaf's (shape, dtype, device) -- or its Python
 type for a scalar, which is traced, so a new value does not retrace -- and the static arguments'
-values. On a miss the function is traced on placeholders (values are abstract: Python control flow
-on them raises ConcretizationError) and its outputs compiled into a CompiledGraph -- or, for a graph
-compiled before in any process, loaded from the disk plan cache (tgfn/engine/plan_cache.py); on a hit
+values; a call with no array or scalar argument also keys on the default device (DEV=), where it
+runs. On a miss the function is traced on placeholders (values are abstract: Python control flow on them
+raises ConcretizationError) and its outputs compiled into a CompiledGraph -- or, for a graph compiled
+before in any process, loaded from the disk plan cache (tgfn/engine/plan_cache.py); on a hit
 the inputs are bound and the prepared kernel list runs. Called with traced arguments (inside another
 transform), a jitted function becomes one CALL node of its traced body there (tgfn/transforms/subgraph.py).
 """
@@ -164,13 +165,13 @@ class JitFunction:
     if bound is None: return call_traced(self.fun, args, kwargs, self._static_positions(len(args)),
                                          self.static_argnames, fn_name(self.fun))
     sig, inputs = bound
-    key = (in_tree, sig, static)
+    key = (in_tree, sig, static, _placement(sig))
     entry = self._cache.get(key)
     if entry is None:
       with self._compile_lock:
         if (entry := self._cache.get(key)) is None:
           entry = self._compile(key, args, kwargs, leaves, in_tree, static)
-          if not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]:
+          if sig and not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]:
             self._flat_cache[sig] = entry
     return self._run(entry, inputs, leaves)
 
@@ -289,12 +290,13 @@ class JitFunction:
     return out
 
   def _explain(self, key: Any) -> str:
-    tree, sig, static = key
+    tree, sig, static, placement = key
     head = f"tgfn.jit: compiling {fn_name(self.fun)} for signature {list(sig)}" + (f" static={static}" if static else "")
     if not self._keys_seen: return head
-    prev_tree, prev_sig, prev_static = self._keys_seen[-1]
+    prev_tree, prev_sig, prev_static, prev_placement = self._keys_seen[-1]
     if prev_tree != tree: why = f"the input pytree changed: {prev_tree} -> {tree}"
     elif prev_static != static: why = f"a static argument changed: {prev_static} -> {static}"
+    elif prev_placement != placement: why = f"the default device changed: {prev_placement} -> {placement}"
     else:
       diffs = [f"leaf {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(prev_sig, sig)) if a != b]
       why = "; ".join(diffs) or "an equivalent signature was evicted"
@@ -306,7 +308,7 @@ class JitFunction:
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
     bound = _bind_leaves(leaves, compute=False)
     if bound is None: raise TypeError(f"jit(...).lower needs concrete arguments, got traced values{at_user_line()}")
-    key = (in_tree, bound[0], static)
+    key = (in_tree, bound[0], static, _placement(bound[0]))
     with self._compile_lock:
       entry = self._cache.get(key)
       # kernels loaded from the plan cache keep only their sources: lowering shows the full kernels
@@ -345,6 +347,12 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
       sig.append((u.arg[2], u.dtype.name, u.arg[1]))
     buffers.append(u.buffer)
   return tuple(sig), buffers
+
+
+def _placement(sig: tuple) -> Optional[str]:
+  """Where a call with no array or scalar argument runs: the default device (DEV=), which is then part of
+  the cache key, so `with tgfn.Context(DEV=...)` places it anew. Otherwise the arguments' devices decide."""
+  return None if sig else Device.DEFAULT
 
 
 def _weak_value(x: Any) -> Optional[Union[int, float]]:
