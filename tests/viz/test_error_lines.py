@@ -62,3 +62,26 @@ def test_the_line_is_the_users_own_not_tgfns():
   y = tnp.ones(3) * np.float32(2)  # built here
   where, kind = location(y.uop)
   assert re.fullmatch(_at("built here")[len(r"\n  at "):-2], where) and kind == "forward"
+
+
+def test_linalg_fft_and_lax_argument_errors_name_the_line():
+  from tgfn import lax
+  with pytest.raises(ValueError, match=_at("inv")):
+    tnp.linalg.inv(tnp.ones((2, 3)))  # inv
+  with pytest.raises(ValueError, match=_at("fft")):
+    tnp.fft.fft(tnp.ones(4), axis=3)  # fft
+  with pytest.raises(ValueError, match=_at("dynamic_slice")):
+    lax.dynamic_slice(tnp.ones(4), (1, 2), (1,))  # dynamic_slice
+  with pytest.raises(ValueError, match=_at("conv")):
+    lax.conv_general_dilated(tnp.ones((1, 2, 4, 4)), tnp.ones((3, 3, 3, 3)), (1, 1), "SAME")  # conv
+
+
+def test_an_error_raised_by_the_users_loop_body_is_left_as_it_was():
+  from tgfn import lax
+
+  def body(carry, x):
+    raise ValueError("the user's own message")
+
+  with pytest.raises(ValueError) as info:
+    lax.scan(body, tnp.zeros(()), tnp.ones(3))
+  assert str(info.value) == "the user's own message"

@@ -7,6 +7,8 @@ so the slice fits, as JAX does; they read with a one-hot gather along each slice
 """
 from __future__ import annotations
 
+import inspect
+
 import builtins as _builtins
 from typing import Any, Optional, Sequence
 
@@ -179,6 +181,7 @@ def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, in
 def _monoid(computation: Any, init: Any) -> str:
   named = {add: "add", tnp.add: "add", mul: "mul", max: "max", min: "min", tnp.max: "max", tnp.min: "min",
            tnp.logical_or: "or", tnp.logical_and: "and", bitwise_or: "or", bitwise_and: "and"}
+  if callable(computation): computation = inspect.unwrap(computation)  # tgfn.lax's exports wrap these (errors name the user's line)
   if computation in named: return named[computation]
   if isinstance(computation, str) and computation in ("add", "mul", "max", "min"): return computation
   raise NotImplementedError(f"reduce: only the monoids add, mul, max, min (lax.add, lax.mul, lax.max, lax.min) "

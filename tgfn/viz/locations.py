@@ -6,6 +6,8 @@ the line of the forward node they differentiate, marked "backward" (tgfn/transfo
 `helpers.differentiating`). docs/observability.md gives the cost."""
 from __future__ import annotations
 
+import functools
+import inspect
 import linecache
 import os
 import sys
@@ -65,6 +67,35 @@ def at_user_line() -> str:
   path, _, number = line.rpartition(":")
   code = linecache.getline(path, int(number)).strip()
   return f"\n  at {line}: {code}" if code else f"\n  at {line}"
+
+
+def naming_the_user_line(fn: Any) -> Any:
+  """`fn`, whose own argument errors end with the user's line as tgfn.numpy's do: a ValueError, TypeError
+  or IndexError raised inside tgfn (not by a function of the user's that it called) gets `at_user_line()`."""
+  @functools.wraps(fn)
+  def checked(*args: Any, **kwargs: Any) -> Any:
+    try:
+      return fn(*args, **kwargs)
+    except (ValueError, TypeError, IndexError) as error:
+      _add_user_line(error)
+      raise
+  return checked
+
+
+def _add_user_line(error: BaseException) -> None:
+  tb = error.__traceback__
+  while tb is not None and tb.tb_next is not None: tb = tb.tb_next
+  if tb is None or _is_user_file[tb.tb_frame.f_code.co_filename]: return  # the user's own code raised it
+  if not error.args or not isinstance(error.args[0], str) or "\n  at " in error.args[0]: return
+  error.args = (error.args[0] + at_user_line(), *error.args[1:])
+
+
+def name_the_user_line_in(namespace: dict) -> None:
+  """Wrap every public function tgfn defines in a module's namespace with `naming_the_user_line` (for the
+  modules whose errors are raised in many places: tgfn.lax, tgfn.numpy.linalg, tgfn.numpy.fft)."""
+  for name, value in list(namespace.items()):
+    if not name.startswith("_") and inspect.isfunction(value) and value.__module__.startswith("tgfn."):
+      namespace[name] = naming_the_user_line(value)
 
 
 def locate(node: UOp) -> None:
