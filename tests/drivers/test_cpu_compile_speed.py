@@ -1,6 +1,6 @@
 """What keeps the CPU driver's cold compile short, checked for behaviour (no timings): the C prelude reads no
 system header, yet every C library function a kernel may call is declared; small kernels compile with
-lighter optimization, in units of their own; the last units of a batch are split over the compiler
+lighter optimization (as do contractions), in units of their own; the last units of a batch are split over the compiler
 processes."""
 import subprocess
 
@@ -57,15 +57,19 @@ def _run_all(programs, want):
     assert out[0] == value
 
 
-def test_small_kernels_are_marked_light_and_large_contractions_are_not(monkeypatch):
+def test_small_kernels_and_contractions_are_marked_light_and_long_elementwise_code_is_not(monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
   a = tnp.asarray(np.ones((256, 256), np.float32))
   [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
   light = prepare_kernel(small.kernel, "CPU")
-  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops
-  full = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])), key=lambda p: p.flops)
-  assert light.flops < cpu.FULL_OPT_FLOPS <= full.flops
-  assert light.source.startswith(cpu.LIGHT_MARK) and cpu.LIGHT_MARK not in full.source
+  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
+  # them multiply-accumulates
+  contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])), key=lambda p: p.flops)
+  [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
+  full = prepare_kernel(long.kernel, "CPU")
+  assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
+  assert light.source.startswith(cpu.LIGHT_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
+  assert cpu.LIGHT_MARK not in full.source
 
 
 def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
