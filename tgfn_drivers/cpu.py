@@ -26,7 +26,7 @@ from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
-from tgfn_drivers._cpu_threads import load_pool
+from tgfn_drivers._cpu_threads import load_pool, load_pool_if_cached
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -446,14 +446,23 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
     with slots: return fn(*args)
 
   units: list[list[str]] = []
-  compiled: list[Any] = []
-  with ThreadPoolExecutor(max_workers=jobs + 1) as pool:
-    pool_loaded = pool.submit(in_slot, load_pool)  # on a first run, the pool compiles alongside the kernels
+  compiled: list[Any] = []  # per unit: its binary (found on disk) or the future compiling it
+  executor: Optional[ThreadPoolExecutor] = None
 
-    def start(unit: list[tuple[str, str]]) -> None:
-      units.append([name for name, _ in unit])
-      compiled.append(pool.submit(in_slot, _compile_unit, units[-1], "".join(src for _, src in unit)))
+  def submit(fn: Any, *args: Any) -> Any:  # threads only for what compiles: a warm batch starts none
+    nonlocal executor
+    if executor is None: executor = ThreadPoolExecutor(max_workers=jobs + 1)
+    return executor.submit(in_slot, fn, *args)
 
+  def start(unit: list[tuple[str, str]]) -> None:
+    units.append([name for name, _ in unit])
+    src = "".join(src for _, src in unit)
+    binary = _compiler.cached(src)  # a warm process reads its units here, with no thread to hand off to and wait for
+    compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
+
+  try:
+    # on a first run, the pool compiles alongside the kernels
+    pool_loaded = None if load_pool_if_cached() else submit(load_pool)
     pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
     sizes = {False: 0, True: 0}
     order: list[str] = []
@@ -470,8 +479,10 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
       if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
         largest = max(len(src) for _, src in rest)
         for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
-    binaries = [c.result() for c in compiled]
-    pool_loaded.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
+    binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
+    if pool_loaded is not None: pool_loaded.result()  # loaded before any kernel: their tg_parallel_for resolves against it
+  finally:
+    if executor is not None: executor.shutdown()
   programs: dict[str, CPUProgram] = {}
   for names, binary in zip(units, binaries):
     library = _Library(binary)

@@ -1,7 +1,7 @@
 """What keeps the CPU driver's cold compile short, checked for behaviour (no timings): the C prelude reads no
 system header, yet every C library function a kernel may call is declared; small kernels compile with
 lighter optimization (as do contractions), in units of their own; the last units of a batch are split over the compiler
-processes."""
+processes; a warm batch reads its units on the calling thread."""
 import subprocess
 
 import numpy as np
@@ -121,3 +121,18 @@ def test_a_failing_unit_names_its_kernels(fresh, monkeypatch):
     cpu.build_many([_kernel("fine", 1.5, light=True), broken])
   first_line = str(info.value).splitlines()[0]
   assert "broken" in first_line and "fine" not in first_line
+
+
+def test_a_warm_batch_reads_its_units_without_starting_a_thread(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 100)
+  kernels = [_kernel(f"w{i}", i + 0.5, light=i % 2 == 0, pad=60) for i in range(6)]
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert len(fresh) > 1
+
+  def no_threads(*args, **kwargs):
+    raise AssertionError("a batch whose units are all on disk started a thread pool")
+  monkeypatch.setattr(cpu, "ThreadPoolExecutor", no_threads)
+  fresh.clear()
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert fresh == []
