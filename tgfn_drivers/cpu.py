@@ -337,8 +337,8 @@ class CPUProgram:
     self.fxn(*pointers)
 
 
-_NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE,
-                        Ops.GEP})
+_NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC,
+                        Ops.VECTORIZE, Ops.GEP})
 
 
 def flops_besides_contraction(program: list[UOp]) -> int:
@@ -457,7 +457,7 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   def start(unit: list[tuple[str, str]]) -> None:
     units.append([name for name, _ in unit])
     src = "".join(src for _, src in unit)
-    binary = _compiler.cached(src)  # a warm process reads its units here, with no thread to hand off to and wait for
+    binary = _compiler.cached(src)  # a warm process reads its units here: no thread to hand off to and wait for
     compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
 
   try:
@@ -480,7 +480,7 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
         largest = max(len(src) for _, src in rest)
         for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
     binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
-    if pool_loaded is not None: pool_loaded.result()  # loaded before any kernel: their tg_parallel_for resolves against it
+    if pool_loaded is not None: pool_loaded.result()  # before any kernel: their tg_parallel_for resolves against it
   finally:
     if executor is not None: executor.shutdown()
   programs: dict[str, CPUProgram] = {}

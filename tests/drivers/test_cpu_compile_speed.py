@@ -1,7 +1,7 @@
 """What keeps the CPU driver's cold compile short, checked for behaviour (no timings): the C prelude reads no
 system header, yet every C library function a kernel may call is declared; small kernels compile with
-lighter optimization (as do contractions), in units of their own; the last units of a batch are split over the compiler
-processes; a warm batch reads its units on the calling thread."""
+lighter optimization (as do contractions), in units of their own; the last units of a batch are split over
+the compiler processes; a warm batch reads its units on the calling thread."""
 import subprocess
 
 import numpy as np
@@ -64,7 +64,8 @@ def test_small_kernels_and_contractions_are_marked_light_and_long_elementwise_co
   light = prepare_kernel(small.kernel, "CPU")
   # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
   # them multiply-accumulates
-  contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])), key=lambda p: p.flops)
+  contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])),
+                    key=lambda p: p.flops)
   [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
   full = prepare_kernel(long.kernel, "CPU")
   assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
