@@ -132,9 +132,15 @@ class Compiler:
     that cannot be created, read or written is a warning, never an error: the binary is still returned."""
     return self.compile_many_cached([src])[0]
 
+  def cached(self, src: str) -> Optional[bytes]:
+    """The binary of `src` if the disk cache has it, else None (nothing is compiled)."""
+    return cache_read("kernels", self._cache_key(src))
+
+  def _cache_key(self, src: str) -> str: return hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest()
+
   def compile_many_cached(self, srcs: list[str]) -> list[bytes]:
     """`compile_cached` for several sources; the ones not on disk go to `compile_many` together."""
-    keys = [hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest() for src in srcs]
+    keys = [self._cache_key(src) for src in srcs]
     binaries = [cache_read("kernels", key) for key in keys]
     missing = [i for i, b in enumerate(binaries) if b is None]
     for i, payload in zip(missing, self.compile_many([srcs[i] for i in missing]) if missing else []):

@@ -247,6 +247,18 @@ def _check_cpu_threads() -> None:
 
 def load_pool() -> ctypes.CDLL:
   """Compile (once, disk-cached) and load the pool with RTLD_GLOBAL; later calls return the same library."""
+  pool = _load_pool(compile=True)
+  assert pool is not None  # (compiled if not on disk)
+  return pool
+
+
+def load_pool_if_cached() -> bool:
+  """Load the pool if it is loaded already or on disk, without compiling it; whether it is loaded now. (A batch
+  loads a pool on disk so, on the calling thread; one not on disk it compiles alongside its kernels.)"""
+  return _load_pool(compile=False) is not None
+
+
+def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
   global _pool
   if _pool is not None: return _pool
   with _load_lock:
@@ -255,7 +267,8 @@ def load_pool() -> ctypes.CDLL:
       from tgfn_drivers.cpu import CCompiler  # imported here: cpu.py imports this module
       compiler = CCompiler()
       compiler.extra_flags = ("-pthread",)
-      binary = compiler.compile_cached(POOL_SOURCE)
+      binary = compiler.compile_cached(POOL_SOURCE) if compile else compiler.cached(POOL_SOURCE)
+      if binary is None: return None
       with tempfile.NamedTemporaryFile(prefix="tgfn-pool-", suffix=".so") as f:
         f.write(binary)
         f.flush()

@@ -26,15 +26,18 @@ from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
-from tgfn_drivers._cpu_threads import load_pool
+from tgfn_drivers._cpu_threads import load_pool, load_pool_if_cached
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
 # agreement with the op-by-op rounding of tgfn/uop/alu.py and the PYTHON reference.
 CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
-# A kernel doing fewer than FULL_OPT_FLOPS float ops is compiled with LIGHT_OPT instead of -O2: about 30%
-# less compiler time (a cold first call is mostly gcc), and for code tgfn has already vectorized, tiled and
-# hoisted, the same inner loops. -fexpensive-optimizations puts `vzeroupper` before calls into libm (without
+# A kernel doing fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates is compiled with LIGHT_OPT
+# instead of -O2: about 20-30% less compiler time (a cold first call is mostly gcc). For code tgfn has already
+# vectorized, tiled and hoisted the inner loops are the same: a contraction's register-tiled multiply-accumulate
+# ran as fast as at -O2 (the MLP step's matmuls, a 1024^3 product), while long elementwise code (exp, log
+# polynomials over 4M elements) ran ~7% slower, so a contraction's own flops do not count towards the threshold.
+# -fexpensive-optimizations puts `vzeroupper` before calls into libm (without
 # it a kernel calling exp2f per lane ran 20x slower on AVX2); -ftree-vrp drops index clamps it can prove.
 # The renderer marks such a kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
 LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp"]
@@ -334,6 +337,22 @@ class CPUProgram:
     self.fxn(*pointers)
 
 
+_NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC,
+                        Ops.VECTORIZE, Ops.GEP})
+
+
+def flops_besides_contraction(program: list[UOp]) -> int:
+  """Float ops `program` executes (per vector lane, once per iteration of the loops around each, as
+  tgfn.engine.realize.count_flops counts them), less two per accumulation: a multiply-accumulate."""
+  flops, trips = 0, [1]
+  for u in program:
+    if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: trips.pop()
+    elif u.op is Ops.ASSIGN: flops -= trips[-1] * u.src[0].dtype.count  # its own op, and the product it adds
+    elif u.op not in _NOT_FLOPS and u.dtype is not None and not u.dtype.is_int: flops += trips[-1] * u.dtype.count
+  return flops
+
+
 class NativeCRenderer(CStyleRenderer):
   """C for this machine: vector width and register count read from what -march=native enables."""
   # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py) in kernels of DECOMPOSE_MIN_ITERATIONS
@@ -345,10 +364,10 @@ class NativeCRenderer(CStyleRenderer):
     self.compiler = compiler
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
-    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops."""
-    from tgfn.engine.realize import count_flops  # here: the engine imports the device registry, which imports this
+    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops besides
+    its multiply-accumulates."""
     src = super().render(name, program, buffer_dtypes, param_dtypes)
-    return src if count_flops(program) >= FULL_OPT_FLOPS else LIGHT_MARK + src
+    return src if flops_besides_contraction(program) >= FULL_OPT_FLOPS else LIGHT_MARK + src
 
   @functools.cached_property
   def vector_bytes(self) -> int:  # type: ignore[override]
@@ -427,14 +446,23 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
     with slots: return fn(*args)
 
   units: list[list[str]] = []
-  compiled: list[Any] = []
-  with ThreadPoolExecutor(max_workers=jobs + 1) as pool:
-    pool_loaded = pool.submit(in_slot, load_pool)  # on a first run, the pool compiles alongside the kernels
+  compiled: list[Any] = []  # per unit: its binary (found on disk) or the future compiling it
+  executor: Optional[ThreadPoolExecutor] = None
 
-    def start(unit: list[tuple[str, str]]) -> None:
-      units.append([name for name, _ in unit])
-      compiled.append(pool.submit(in_slot, _compile_unit, units[-1], "".join(src for _, src in unit)))
+  def submit(fn: Any, *args: Any) -> Any:  # threads only for what compiles: a warm batch starts none
+    nonlocal executor
+    if executor is None: executor = ThreadPoolExecutor(max_workers=jobs + 1)
+    return executor.submit(in_slot, fn, *args)
 
+  def start(unit: list[tuple[str, str]]) -> None:
+    units.append([name for name, _ in unit])
+    src = "".join(src for _, src in unit)
+    binary = _compiler.cached(src)  # a warm process reads its units here: no thread to hand off to and wait for
+    compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
+
+  try:
+    # on a first run, the pool compiles alongside the kernels
+    pool_loaded = None if load_pool_if_cached() else submit(load_pool)
     pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
     sizes = {False: 0, True: 0}
     order: list[str] = []
@@ -451,8 +479,10 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
       if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
         largest = max(len(src) for _, src in rest)
         for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
-    binaries = [c.result() for c in compiled]
-    pool_loaded.result()  # loaded before any kernel, so their tg_parallel_for resolves against it
+    binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
+    if pool_loaded is not None: pool_loaded.result()  # before any kernel: their tg_parallel_for resolves against it
+  finally:
+    if executor is not None: executor.shutdown()
   programs: dict[str, CPUProgram] = {}
   for names, binary in zip(units, binaries):
     library = _Library(binary)

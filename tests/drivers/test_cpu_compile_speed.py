@@ -1,7 +1,7 @@
 """What keeps the CPU driver's cold compile short, checked for behaviour (no timings): the C prelude reads no
 system header, yet every C library function a kernel may call is declared; small kernels compile with
-lighter optimization, in units of their own; the last units of a batch are split over the compiler
-processes."""
+lighter optimization (as do contractions), in units of their own; the last units of a batch are split over
+the compiler processes; a warm batch reads its units on the calling thread."""
 import subprocess
 
 import numpy as np
@@ -57,15 +57,20 @@ def _run_all(programs, want):
     assert out[0] == value
 
 
-def test_small_kernels_are_marked_light_and_large_contractions_are_not(monkeypatch):
+def test_small_kernels_and_contractions_are_marked_light_and_long_elementwise_code_is_not(monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
   a = tnp.asarray(np.ones((256, 256), np.float32))
   [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
   light = prepare_kernel(small.kernel, "CPU")
-  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops
-  full = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])), key=lambda p: p.flops)
-  assert light.flops < cpu.FULL_OPT_FLOPS <= full.flops
-  assert light.source.startswith(cpu.LIGHT_MARK) and cpu.LIGHT_MARK not in full.source
+  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
+  # them multiply-accumulates
+  contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])),
+                    key=lambda p: p.flops)
+  [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
+  full = prepare_kernel(long.kernel, "CPU")
+  assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
+  assert light.source.startswith(cpu.LIGHT_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
+  assert cpu.LIGHT_MARK not in full.source
 
 
 def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
@@ -117,3 +122,18 @@ def test_a_failing_unit_names_its_kernels(fresh, monkeypatch):
     cpu.build_many([_kernel("fine", 1.5, light=True), broken])
   first_line = str(info.value).splitlines()[0]
   assert "broken" in first_line and "fine" not in first_line
+
+
+def test_a_warm_batch_reads_its_units_without_starting_a_thread(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(cpu, "UNIT_CHARS", 100)
+  kernels = [_kernel(f"w{i}", i + 0.5, light=i % 2 == 0, pad=60) for i in range(6)]
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert len(fresh) > 1
+
+  def no_threads(*args, **kwargs):
+    raise AssertionError("a batch whose units are all on disk started a thread pool")
+  monkeypatch.setattr(cpu, "ThreadPoolExecutor", no_threads)
+  fresh.clear()
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
+  assert fresh == []

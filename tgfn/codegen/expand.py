@@ -53,7 +53,7 @@ def _contiguous_base(idx: UOp, rng: UOp):
   terms, const = split_sum(idx)
   if (rng, 1) not in terms: return None
   rest = [(t, c) for t, c in terms if t is not rng]
-  if any(rng in toposort([t]) for t, _ in rest): return None
+  if rest and rng in toposort([t for t, _ in rest]): return None  # one walk over every other term
   return build_sum(rest, const, idx.dtype)
 
 

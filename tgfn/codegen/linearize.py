@@ -153,7 +153,8 @@ def linearize(ast: UOp) -> list[UOp]:
   """Flatten a kernel SINK into a program list (see the module docstring)."""
   ast, reductions = _accumulators(ast)
   lin = _Linearizer(reductions)
-  outer = [u for u in toposort([ast]) if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
+  nodes = toposort([ast])
+  outer = [u for u in nodes if u.op is Ops.RANGE and u in lin.deps(ast) and u.kind is not AxisType.LOOP]
   outer.sort(key=lambda r: (r.kind is not AxisType.THREAD, r.arg[0]))
   # each output loop opens after the work that does not depend on it or on a loop inside it (loop-invariant
   # code motion: Adam's bias correction is computed once, not per element). A THREAD loop opens first:
@@ -162,7 +163,7 @@ def linearize(ast: UOp) -> list[UOp]:
   for store in ast.src: by_loops.setdefault(lin.deps(store) - frozenset(outer), []).append(store)
   # a scatter reads its output after its copy loop wrote it: such reads wait for the stores below
   lin.unwritten = frozenset(store.src[0] for loops, stores in by_loops.items() if loops for store in stores)
-  work = [u for u in toposort([ast]) if u.op is not Ops.STORE and u.op is not Ops.SINK]
+  work = [u for u in nodes if u.op is not Ops.STORE and u.op is not Ops.SINK]
   opened: frozenset[UOp] = frozenset()
   for rng in outer:
     if rng.kind is not AxisType.THREAD: lin.emit_scope(work, opened)
@@ -171,7 +172,7 @@ def linearize(ast: UOp) -> list[UOp]:
   # every load the stores need (outside sequential loops) before the first store: a tile that does not
   # divide its axis stores its last element more than once (opts.py), and an in-place update must read
   # the old value each time
-  lin.emit_scope([u for u in toposort([ast]) if u.op is Ops.LOAD], frozenset(outer))
+  lin.emit_scope([u for u in nodes if u.op is Ops.LOAD], frozenset(outer))
   # the stores by their sequential loops (AxisType.LOOP), in order of first appearance: one loop nest per
   # set of loops (a complex value's two stores share theirs), each closed before the next one opens
   lin.unwritten = frozenset()
