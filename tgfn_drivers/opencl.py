@@ -71,6 +71,7 @@ class _Runtime:
         ("clReleaseMemObject", _int, [_void_p]),
         ("clEnqueueWriteBuffer", _int, [_void_p, _void_p, ctypes.c_uint32, _size_t, _size_t, _void_p, ctypes.c_uint32, _void_p, _void_p]),
         ("clEnqueueReadBuffer", _int, [_void_p, _void_p, ctypes.c_uint32, _size_t, _size_t, _void_p, ctypes.c_uint32, _void_p, _void_p]),
+        ("clEnqueueCopyBuffer", _int, [_void_p, _void_p, _void_p, _size_t, _size_t, _size_t, ctypes.c_uint32, _void_p, _void_p]),
         ("clCreateProgramWithSource", _void_p, [_void_p, ctypes.c_uint32, p(ctypes.c_char_p), p(_size_t), p(_int)]),
         ("clCreateProgramWithBinary", _void_p, [_void_p, ctypes.c_uint32, _void_p, p(_size_t), p(ctypes.c_char_p), p(_int), p(_int)]),
         ("clBuildProgram", _int, [_void_p, ctypes.c_uint32, _void_p, ctypes.c_char_p, _void_p, _void_p]),
@@ -124,7 +125,8 @@ def runtime() -> _Runtime:
 
 
 class CLAllocator(Allocator):
-  """Device buffers (cl_mem handles). Writes are blocking; a read waits for the queued kernels before it."""
+  """Device buffers (cl_mem handles). Writes are blocking; a read waits for the queued kernels before it;
+  region copies are queued like kernels."""
   def alloc(self, nbytes: int) -> int:
     rt, err = runtime(), _int()
     mem = rt.cl.clCreateBuffer(rt.context, _CL_MEM_READ_WRITE, max(nbytes, 1), None, ctypes.byref(err))
@@ -147,6 +149,12 @@ class CLAllocator(Allocator):
       rt = runtime()
       rt.check(rt.cl.clEnqueueReadBuffer(rt.queue, handle, 1, 0, nbytes, out, 0, None, None), "read")
     return out.raw[:nbytes]
+
+  def copy_region(self, dst: int, dst_offset: int, src: int, src_offset: int, nbytes: int) -> None:
+    """Queued on the in-order queue: it runs after the kernels before it and before the ones after it."""
+    if not nbytes: return
+    rt = runtime()
+    rt.check(rt.cl.clEnqueueCopyBuffer(rt.queue, src, dst, src_offset, dst_offset, nbytes, 0, None, None), "copy")
 
 
 class CLCompiler(Compiler):

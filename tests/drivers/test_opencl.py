@@ -127,3 +127,54 @@ def test_a_jitted_function_builds_as_one_program(monkeypatch) -> None:
   outs = step(tnp.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4) / 10))
   assert len(builds) == 1 and builds[0].count("__kernel void") == 3, f"{len(builds)} builds"
   np.testing.assert_allclose(np.asarray(outs[2]), (np.arange(12.0).reshape(3, 4) / 10).T @ (np.arange(12.0).reshape(3, 4) / 10), rtol=1e-6)
+
+
+def _lax_loops() -> dict:
+  """A scan with xs and ys (forward, reverse, under jit, over int8 slices of odd byte sizes), a while_loop, a
+  fori_loop and a gradient through a scan: their bodies read and write slices of the stacked buffers."""
+  import tgfn.numpy as tnp
+  from tgfn import lax
+  rng = np.random.default_rng(3)
+  xs, w = rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=(3, 3)).astype(np.float32)
+  codes = rng.integers(-100, 100, size=(4, 3)).astype(np.int8)
+  step = lambda c, x: (tnp.tanh(c @ tnp.asarray(w) + x), c * x)
+  scan = lambda reverse: lambda: lax.scan(step, tnp.ones(3), tnp.asarray(xs), reverse=reverse)
+  loss = lambda x: lax.scan(lambda c, v: (tnp.sin(c * v), c * v), x, tnp.asarray(xs))[1].sum()
+  return {
+    "scan": scan(False), "reverse_scan": scan(True),
+    "jit_scan": lambda: tgfn.jit(lambda x: lax.scan(step, x, tnp.asarray(xs)))(tnp.ones(3)),
+    "int8_scan": lambda: lax.scan(lambda c, x: (c + x, x * 3 - c), tnp.zeros(3, "int8"), tnp.asarray(codes)),
+    "while_loop": lambda: lax.while_loop(lambda c: c[1] < 7, lambda c: (c[0] * 1.5 + 1, c[1] + 1),
+                                         (tnp.asarray(xs[0]), tnp.asarray(0))),
+    "fori_loop": lambda: lax.fori_loop(0, 6, lambda i, c: c * 0.5 + tnp.asarray(xs)[i], tnp.zeros(3)),
+    "grad_scan": lambda: tgfn.jit(tgfn.grad(loss))(tnp.asarray(xs[1])),
+  }
+
+
+@pytest.mark.parametrize("name", list(_lax_loops()))
+def test_lax_loop_bodies_match_the_reference(name: str, monkeypatch) -> None:
+  """OpenCL buffers (cl_mem) are not addresses, so a loop body's slices are staged through scratch buffers
+  by device-side region copies (clEnqueueCopyBuffer); the values must be the reference's."""
+  _opencl_or_skip()
+  results = {}
+  for dev in ("PYTHON", "OPENCL"):
+    monkeypatch.setenv("DEV", dev)
+    results[dev] = [np.asarray(leaf) for leaf in tgfn.tree.leaves(_lax_loops()[name]())]
+  for got, want in zip(results["OPENCL"], results["PYTHON"], strict=True):
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)  # tanh and sin: the platform's
+
+
+def test_loop_slices_are_staged_with_region_copies(monkeypatch) -> None:
+  """OpenCL has no buffer views: a 4-step scan copies each x slice in and each y slice back, 4 + 4 copies."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  from tgfn import lax
+  from tgfn_drivers import opencl
+  monkeypatch.setenv("DEV", "OPENCL")
+  assert not tgfn.Device["OPENCL"].address_handles
+  copies = []
+  real = opencl.CLAllocator.copy_region
+  monkeypatch.setattr(opencl.CLAllocator, "copy_region", lambda self, *a: (copies.append((a[1], a[3], a[4])), real(self, *a)))
+  carry, ys = lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.arange(12.0, dtype="float32").reshape(4, 3))
+  assert ys.numpy().tolist() == [[0, 0, 0], [0, 4, 10], [18, 35, 56], [81, 120, 165]] and carry.numpy().tolist() == [18, 22, 26]
+  assert sorted(copies) == sorted([(0, 12 * i, 12) for i in range(4)] + [(12 * i, 0, 12) for i in range(4)])
