@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
-from tgfn.renderer.cstyle import OpenCLRenderer, launch_sizes
+from tgfn.renderer.cstyle import OpenCLRenderer, launch_sizes, local_sizes
 from tgfn_drivers._scalars import scalar_arg_converter
 
 BUILD_OPTIONS = b"-cl-fp32-correctly-rounded-divide-sqrt"
@@ -179,15 +179,18 @@ class CLCompiler(Compiler):
       rt.check(rt.cl.clGetProgramInfo(program, _CL_PROGRAM_BINARIES, ctypes.sizeof(pointer), ctypes.byref(pointer), None), "binaries")
     finally:
       rt.cl.clReleaseProgram(program)
-    header = json.dumps({"launch": launch_sizes(src)}).encode()
+    header = json.dumps({"launch": launch_sizes(src), "local": local_sizes(src)}).encode()
     return header + b"\n" + binary.raw
 
 
 class _CLLibrary:
-  """A built program (one kernel, or a batch of them) and the launch grid of each of its kernels."""
+  """A built program (one kernel, or a batch of them), the launch grid of each of its kernels and the
+  work-group size of those that state one."""
   def __init__(self, lib: bytes):
     header, binary = lib.split(b"\n", 1)
-    self.launch = {name: tuple(sizes) for name, sizes in json.loads(header)["launch"].items()}
+    meta = json.loads(header)
+    self.launch = {name: tuple(sizes) for name, sizes in meta["launch"].items()}
+    self.local = {name: tuple(sizes) for name, sizes in meta.get("local", {}).items()}
     self.rt = rt = runtime()
     err, status = _int(), _int()
     self.program = rt.cl.clCreateProgramWithBinary(rt.context, 1, ctypes.byref(_void_p(rt.device)),
@@ -201,11 +204,13 @@ class _CLLibrary:
 
 
 class CLProgram:
-  """One kernel of a built program, launched over its grid (the platform picks the work-group size)."""
+  """One kernel of a built program, launched over its grid in the work groups its source states (a LOCAL
+  axis), else in the ones the platform picks."""
   def __init__(self, name: str, lib: bytes | _CLLibrary):
     self.library = library = lib if isinstance(lib, _CLLibrary) else _CLLibrary(lib)
     self.rt, err = library.rt, _int()
     self.global_size = (_size_t * 3)(*library.launch[name])
+    self.local_size = (_size_t * 3)(*library.local[name]) if name in library.local else None
     self.kernel = self.rt.cl.clCreateKernel(library.program, name.encode(), ctypes.byref(err))
     self.rt.check(err.value, f"clCreateKernel({name})")
     # a cl_kernel's arguments are state shared by every caller: two threads setting them at once would
@@ -218,7 +223,8 @@ class CLProgram:
     with self.lock:
       for i, a in enumerate(args): self.rt.check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(a), ctypes.byref(a)), f"argument {i}")
       if 0 in tuple(self.global_size): return
-      self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, None, 0, None, None), "launch")
+      self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, self.local_size, 0, None, None),
+                    "launch")
 
   def __del__(self) -> None:
     if getattr(self, "kernel", None): self.rt.cl.clReleaseKernel(self.kernel)

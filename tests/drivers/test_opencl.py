@@ -178,3 +178,48 @@ def test_loop_slices_are_staged_with_region_copies(monkeypatch) -> None:
   carry, ys = lax.scan(lambda c, x: (c + x, c * x), tnp.zeros(3), tnp.arange(12.0, dtype="float32").reshape(4, 3))
   assert ys.numpy().tolist() == [[0, 0, 0], [0, 4, 10], [18, 35, 56], [81, 120, 165]] and carry.numpy().tolist() == [18, 22, 26]
   assert sorted(copies) == sorted([(0, 12 * i, 12) for i in range(4)] + [(12 * i, 0, 12) for i in range(4)])
+
+
+def test_kernels_run_in_work_groups_from_a_local_axis(monkeypatch) -> None:
+  """The heuristic gives a GPU-style renderer one opt, LOCAL on the innermost output axis: the kernel index is
+  group id * 64 + local id, the launch line states the work-group size, the driver passes it to
+  clEnqueueNDRangeKernel, and an axis of 100 (not a multiple of 64) returns past its end."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  from tgfn_drivers import opencl
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  launched = []
+  real = opencl.CLProgram.__call__
+  monkeypatch.setattr(opencl.CLProgram, "__call__", lambda self, *a: (launched.append(self), real(self, *a))[1])
+  x = np.arange(300, dtype=np.float32).reshape(3, 100) / 7
+  results = {}
+  for dev in ("PYTHON", "OPENCL"):
+    monkeypatch.setenv("DEV", dev)
+    results[dev] = np.asarray(tnp.sqrt(tnp.asarray(x)) * 3 + 1)
+  np.testing.assert_array_equal(results["OPENCL"], results["PYTHON"])
+  (kernel,) = [k for k in realize_mod._compiled.values() if k.device == "OPENCL"]
+  assert [str(o) for o in kernel.opts] == ["Opt(LOCAL, 1, 64)"], kernel.opts
+  assert kernel.source.startswith("// tgfn launch: global=128,3,1 local=64,1,1\n"), kernel.source
+  assert "get_group_id(0) * 64 + get_local_id(0)" in kernel.source and ">= 100) return;" in kernel.source
+  assert [(tuple(p.global_size), tuple(p.local_size)) for p in launched] == [((128, 3, 1), (64, 1, 1))]
+
+
+def test_the_local_opt_is_checked() -> None:
+  """LOCAL takes one output axis, once, with a group no longer than the axis; a renderer without work groups
+  (the CPU's C) refuses a LOCAL axis instead of looping over it unguarded."""
+  from tgfn.codegen.opts import Opt, OptError, OptOps, apply_opts
+  from tgfn.codegen.pipeline import optimize
+  from tgfn.renderer.cstyle import CStyleRenderer, OpenCLRenderer, local_sizes
+  from tgfn.uop.ops import AxisType, Ops, UOp
+  from tgfn.dtype import dtypes
+  out, a = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 1)
+  i, j, r = UOp.range(6, 0, AxisType.GLOBAL), UOp.range(10, 1, AxisType.GLOBAL), UOp.range(4, 2, AxisType.REDUCE)
+  load = UOp(Ops.LOAD, dtypes.float32, (a, (i * 10 + j) * 4 + r))
+  ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, i * 10 + j, UOp(Ops.REDUCE, dtypes.float32, (load, r), Ops.ADD))),))
+  for bad in ([Opt(OptOps.LOCAL, 2, 2)], [Opt(OptOps.LOCAL, 1, 11)], [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.LOCAL, 0, 2)],
+              [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UPCAST, 1, 2)]):
+    with pytest.raises(OptError): apply_opts(ast, bad)
+  program = optimize(ast, [Opt(OptOps.LOCAL, 1, 4)])
+  source = OpenCLRenderer().render("k", program, [dtypes.float32] * 2)
+  assert local_sizes(source) == {"k": (4, 1, 1)} and source.startswith("// tgfn launch: global=12,6,1 local=4,1,1")
+  with pytest.raises(NotImplementedError, match="LOCAL axis"): CStyleRenderer().render("k", program, [dtypes.float32] * 2)
