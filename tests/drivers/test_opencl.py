@@ -223,3 +223,36 @@ def test_the_local_opt_is_checked() -> None:
   source = OpenCLRenderer().render("k", program, [dtypes.float32] * 2)
   assert local_sizes(source) == {"k": (4, 1, 1)} and source.startswith("// tgfn launch: global=12,6,1 local=4,1,1")
   with pytest.raises(NotImplementedError, match="LOCAL axis"): CStyleRenderer().render("k", program, [dtypes.float32] * 2)
+
+
+def test_a_jitted_call_body_with_constants_runs_where_its_inputs_live(monkeypatch) -> None:
+  """Arrays on the CPU, OPENCL the default device: the constant-only values of a jitted gradient through a
+  custom_vjp (its seed, the clip bounds) must be computed on the CPU too. On the default device, a CPU kernel
+  read an OpenCL cl_mem handle as an address and returned garbage."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  monkeypatch.setenv("DEV", "OPENCL")
+  clip = tgfn.custom_vjp(lambda x, lo, hi: x)
+  clip.defvjp(lambda x, lo, hi: (x, (lo, hi)), lambda res, g: (tnp.clip(g, res[0], res[1]), None, None))
+  f = lambda x: clip(x * 10.0, -1.0, 1.0).sum() * 5.0
+  x = tgfn.device_put(tnp.asarray(np.arange(4.0)), "CPU")
+  got = tgfn.jit(tgfn.grad(f))(x)
+  assert got.device == "CPU" and np.asarray(got).tolist() == [10.0] * 4
+
+
+def test_a_loop_body_runs_on_its_calls_device(monkeypatch) -> None:
+  """A fori_loop's body traced with a counter made on the default device (OPENCL) runs on the device of the
+  call (CPU, where the input lives): the body is compiled for that device, so no OpenCL kernel is handed CPU
+  buffers."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  from tgfn import lax
+  f = lambda x: lax.fori_loop(0, 4, lambda i, v: v * tnp.sin(v) + i, x)
+  x = np.arange(3.0) / 4
+  monkeypatch.setenv("DEV", "PYTHON")
+  want = [np.asarray(v) for v in tgfn.jvp(f, (tnp.asarray(x),), (tnp.asarray(x),))]
+  monkeypatch.setenv("DEV", "OPENCL")
+  on_cpu = tgfn.device_put(tnp.asarray(x), "CPU")
+  got = tgfn.jvp(f, (on_cpu,), (on_cpu,))
+  assert [v.device for v in got] == ["CPU", "CPU"]
+  for g, w in zip(got, want): np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12)

@@ -84,7 +84,7 @@ class CompiledBody:
     from tgfn.engine.jit import CompiledGraph
     from tgfn.engine.realize import Counters
     self.counters = Counters
-    self.graph = CompiledGraph(body.inputs, body.outputs)
+    self.graph = CompiledGraph(body.inputs, body.outputs, device=device)  # the body's values live on `device`
     self.out_info = [(device, math.prod(s), dt) for s, dt in body.out_avals]
     fresh = [s for s, *_ in self.graph._fresh_outputs]
     # every output a fresh buffer of its own (close() arranges that): runs write the caller's buffers directly
@@ -129,6 +129,11 @@ def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
 
 def run_call(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
   """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals)."""
+  backend = Device.backend(device)
+  if strays := sorted({b.device for b in (*inputs, *outputs) if Device.backend(b.device) != backend}):
+    # the body's kernels would take another backend's handles (an OpenCL cl_mem read as a CPU address)
+    raise ValueError(f"a {type(spec).__name__} call runs on {device} but got buffers on {', '.join(strays)}; "
+                     f"move them with tgfn.device_put(x, {device!r})")
   if isinstance(spec, Call): compiled_body(spec.body, device).run_into(inputs, outputs)
   elif isinstance(spec, (CustomVJP, CustomJVP)): compiled_body(spec.fun, device).run_into(inputs, outputs)
   elif isinstance(spec, Cond):
