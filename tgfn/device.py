@@ -1,13 +1,16 @@
 """The device contract: what a driver in `tgfn_drivers/` provides, and the registry that finds it.
 
 A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
-  allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes
+  allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes /
+             copy_region(dst, dst_offset, src, src_offset, nbytes): a device-side copy, in order with the
+             kernels (needed where handles are not addresses, for the slices of lax loop bodies)
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
   runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
   build_many optional: [(name, source), ...] -> one program per kernel, compiled together (a batch: the
              kernels of a jitted function); None where kernels compile one at a time
-  address_handles: whether handle + byte offset addresses a view (the bodies of lax loops need views)
+  address_handles: whether handle + byte offset addresses a view (zero-copy slices in lax loop bodies;
+             without it the engine stages each slice through a scratch buffer with copy_region)
   synchronize optional: waits for every queued kernel, on a device whose launches return before the
              kernel ends (OPENCL, CUDA, WEBGPU); None where a launch is synchronous (CPU, LLVM, PYTHON)
 Drivers import this module and the renderers, never the front end. `Device.DEFAULT` comes from `DEV=`.
@@ -38,6 +41,10 @@ class Allocator:
     """Release memory; the default leaves it to the garbage collector (e.g. NumPy-held memory)."""
   def copyin(self, handle: Any, data: memoryview) -> None: raise NotImplementedError
   def copyout(self, handle: Any, nbytes: int) -> bytes: raise NotImplementedError
+  def copy_region(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int) -> None:
+    """Copy bytes [src_offset, src_offset + nbytes) of `src` to `dst` at `dst_offset`, on the device, ordered
+    after the kernels launched before it and before the ones launched after it."""
+    raise NotImplementedError(f"{type(self).__name__} has no copy_region (device-side copies between buffers)")
 
 
 class HostAllocator(Allocator):
@@ -51,6 +58,8 @@ class HostAllocator(Allocator):
   def copy(self, dst: np.ndarray, src: np.ndarray, nbytes: int) -> None:
     """Host memory to host memory in one C-level copy (device instances of one host backend share it)."""
     np.copyto(dst[:nbytes], src[:nbytes])
+  def copy_region(self, dst: np.ndarray, dst_offset: int, src: np.ndarray, src_offset: int, nbytes: int) -> None:
+    np.copyto(dst[dst_offset:dst_offset + nbytes], src[src_offset:src_offset + nbytes])
 
 
 def cache_dir() -> Path:
@@ -167,7 +176,8 @@ class Compiled:
   scalar_arg: Callable[[Any, DType], Any] = _value_as_is
   synchronize: Optional[Callable[[], None]] = None
   # whether a handle is a memory address, so handle + byte offset is a view into the buffer (CPU, LLVM,
-  # CUDA); an opaque handle (an OpenCL cl_mem, a WebGPU buffer) has no views
+  # CUDA); an opaque handle (an OpenCL cl_mem, a WebGPU buffer) has no views, and the allocator's
+  # copy_region stages slices instead
   address_handles: bool = False
 
 

@@ -6,6 +6,7 @@ posting the replies with its next request. Commands:
                                  -> {ms}: the shader module and the pipeline, or {error}
   alloc {id, size}, free {id}, write {id, data (base64)}
   launch {pipe, bufs: [ids], params: [u32 words], groups: [x, y, z]}
+  copy {src, src_offset, dst, dst_offset, size}: a region of one buffer into another, queued like a launch
   read {id, size}                -> {data (base64)}: waits for every launch before it
   sync                           -> {}: waits for every launch
 Validation errors raised by the device between replies come back with the next reply (`errors`)."""
@@ -69,6 +70,12 @@ function launch(cmd) {
   device.queue.submit([encoder.finish()]);
 }
 
+function copy(cmd) {
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(bufs.get(cmd.src), cmd.src_offset, bufs.get(cmd.dst), cmd.dst_offset, cmd.size);
+  device.queue.submit([encoder.finish()]);
+}
+
 async function read(cmd) {
   const staging = device.createBuffer({size: cmd.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
   const encoder = device.createCommandEncoder();
@@ -89,6 +96,7 @@ async function run(cmd) {
     case "free": bufs.get(cmd.id).destroy(); bufs.delete(cmd.id); return null;
     case "write": device.queue.writeBuffer(bufs.get(cmd.id), 0, fromBase64(cmd.data)); return null;
     case "launch": launch(cmd); return null;
+    case "copy": copy(cmd); return null;
     case "read": return await read(cmd);
     case "sync": await device.queue.onSubmittedWorkDone(); return {};
   }

@@ -274,6 +274,8 @@ class MallocAllocator(Allocator):
   def copyout(self, handle: int, nbytes: int) -> bytes: return ctypes.string_at(handle, nbytes)
   def copy(self, dst: int, src: int, nbytes: int) -> None:  # between CPU device instances: one memmove
     if nbytes: ctypes.memmove(dst, src, nbytes)
+  def copy_region(self, dst: int, dst_offset: int, src: int, src_offset: int, nbytes: int) -> None:
+    if nbytes: ctypes.memmove(dst + dst_offset, src + src_offset, nbytes)
 
 
 _dlopen = ctypes.CDLL  # the loader, a name tests can replace

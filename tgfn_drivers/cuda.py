@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
-from tgfn.renderer.cstyle import CUDARenderer, launch_sizes
+from tgfn.renderer.cstyle import CUDARenderer, launch_sizes, local_sizes
 from tgfn_drivers._scalars import scalar_arg_converter
 
 NVRTC_HINT = "install NVRTC: `pip install nvidia-cuda-nvrtc-cu12` (or `pip install 'tgfn[cuda]'`), or the CUDA toolkit"
@@ -144,7 +144,8 @@ class NVRTCCompiler(Compiler):
       _check_nvrtc(lib.nvrtcGetPTX(program, ptx), "PTX")
     finally:
       lib.nvrtcDestroyProgram(ctypes.byref(program))
-    return json.dumps({"launch": launch_sizes(src)}).encode() + b"\n" + ptx.raw.rstrip(b"\0") + b"\0"
+    header = {"launch": launch_sizes(src), "local": local_sizes(src)}
+    return json.dumps(header).encode() + b"\n" + ptx.raw.rstrip(b"\0") + b"\0"
 
 
 def _check_nvrtc(err: int, what: str) -> None:
@@ -178,13 +179,19 @@ class CUDAAllocator(Allocator):
 
 
 class CUDAProgram:
-  """One kernel of a loaded PTX module, launched over its grid in blocks of BLOCK threads along x."""
+  """One kernel of a loaded PTX module, launched over its grid in the blocks its source states (a LOCAL
+  axis: the grid's sizes are whole blocks), else in blocks of BLOCK threads along x."""
   def __init__(self, name: str, lib: bytes):
     header, ptx = lib.split(b"\n", 1)
-    n0, n1, n2 = json.loads(header)["launch"][name]
+    meta = json.loads(header)
+    n0, n1, n2 = meta["launch"][name]
     self.empty = 0 in (n0, n1, n2)
-    block = max(1, min(n0, BLOCK))
-    self.grid, self.block = ((n0 + block - 1) // block, n1, n2), (block, 1, 1)
+    if name in meta.get("local", {}):
+      self.block = tuple(meta["local"][name])
+      self.grid = tuple(n // b for n, b in zip((n0, n1, n2), self.block))
+    else:
+      block = max(1, min(n0, BLOCK))
+      self.grid, self.block = ((n0 + block - 1) // block, n1, n2), (block, 1, 1)
     self.drv = drv = driver()
     drv.current()
     self.module, self.function = _void_p(), _void_p()

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from tgfn.device import Allocator, Compiled, Compiler
-from tgfn.renderer.cstyle import OpenCLRenderer, launch_sizes
+from tgfn.renderer.cstyle import OpenCLRenderer, launch_sizes, local_sizes
 from tgfn_drivers._scalars import scalar_arg_converter
 
 BUILD_OPTIONS = b"-cl-fp32-correctly-rounded-divide-sqrt"
@@ -71,6 +71,7 @@ class _Runtime:
         ("clReleaseMemObject", _int, [_void_p]),
         ("clEnqueueWriteBuffer", _int, [_void_p, _void_p, ctypes.c_uint32, _size_t, _size_t, _void_p, ctypes.c_uint32, _void_p, _void_p]),
         ("clEnqueueReadBuffer", _int, [_void_p, _void_p, ctypes.c_uint32, _size_t, _size_t, _void_p, ctypes.c_uint32, _void_p, _void_p]),
+        ("clEnqueueCopyBuffer", _int, [_void_p, _void_p, _void_p, _size_t, _size_t, _size_t, ctypes.c_uint32, _void_p, _void_p]),
         ("clCreateProgramWithSource", _void_p, [_void_p, ctypes.c_uint32, p(ctypes.c_char_p), p(_size_t), p(_int)]),
         ("clCreateProgramWithBinary", _void_p, [_void_p, ctypes.c_uint32, _void_p, p(_size_t), p(ctypes.c_char_p), p(_int), p(_int)]),
         ("clBuildProgram", _int, [_void_p, ctypes.c_uint32, _void_p, ctypes.c_char_p, _void_p, _void_p]),
@@ -124,7 +125,8 @@ def runtime() -> _Runtime:
 
 
 class CLAllocator(Allocator):
-  """Device buffers (cl_mem handles). Writes are blocking; a read waits for the queued kernels before it."""
+  """Device buffers (cl_mem handles). Writes are blocking; a read waits for the queued kernels before it;
+  region copies are queued like kernels."""
   def alloc(self, nbytes: int) -> int:
     rt, err = runtime(), _int()
     mem = rt.cl.clCreateBuffer(rt.context, _CL_MEM_READ_WRITE, max(nbytes, 1), None, ctypes.byref(err))
@@ -147,6 +149,12 @@ class CLAllocator(Allocator):
       rt = runtime()
       rt.check(rt.cl.clEnqueueReadBuffer(rt.queue, handle, 1, 0, nbytes, out, 0, None, None), "read")
     return out.raw[:nbytes]
+
+  def copy_region(self, dst: int, dst_offset: int, src: int, src_offset: int, nbytes: int) -> None:
+    """Queued on the in-order queue: it runs after the kernels before it and before the ones after it."""
+    if not nbytes: return
+    rt = runtime()
+    rt.check(rt.cl.clEnqueueCopyBuffer(rt.queue, src, dst, src_offset, dst_offset, nbytes, 0, None, None), "copy")
 
 
 class CLCompiler(Compiler):
@@ -171,15 +179,18 @@ class CLCompiler(Compiler):
       rt.check(rt.cl.clGetProgramInfo(program, _CL_PROGRAM_BINARIES, ctypes.sizeof(pointer), ctypes.byref(pointer), None), "binaries")
     finally:
       rt.cl.clReleaseProgram(program)
-    header = json.dumps({"launch": launch_sizes(src)}).encode()
+    header = json.dumps({"launch": launch_sizes(src), "local": local_sizes(src)}).encode()
     return header + b"\n" + binary.raw
 
 
 class _CLLibrary:
-  """A built program (one kernel, or a batch of them) and the launch grid of each of its kernels."""
+  """A built program (one kernel, or a batch of them), the launch grid of each of its kernels and the
+  work-group size of those that state one."""
   def __init__(self, lib: bytes):
     header, binary = lib.split(b"\n", 1)
-    self.launch = {name: tuple(sizes) for name, sizes in json.loads(header)["launch"].items()}
+    meta = json.loads(header)
+    self.launch = {name: tuple(sizes) for name, sizes in meta["launch"].items()}
+    self.local = {name: tuple(sizes) for name, sizes in meta.get("local", {}).items()}
     self.rt = rt = runtime()
     err, status = _int(), _int()
     self.program = rt.cl.clCreateProgramWithBinary(rt.context, 1, ctypes.byref(_void_p(rt.device)),
@@ -193,11 +204,13 @@ class _CLLibrary:
 
 
 class CLProgram:
-  """One kernel of a built program, launched over its grid (the platform picks the work-group size)."""
+  """One kernel of a built program, launched over its grid in the work groups its source states (a LOCAL
+  axis), else in the ones the platform picks."""
   def __init__(self, name: str, lib: bytes | _CLLibrary):
     self.library = library = lib if isinstance(lib, _CLLibrary) else _CLLibrary(lib)
     self.rt, err = library.rt, _int()
     self.global_size = (_size_t * 3)(*library.launch[name])
+    self.local_size = (_size_t * 3)(*library.local[name]) if name in library.local else None
     self.kernel = self.rt.cl.clCreateKernel(library.program, name.encode(), ctypes.byref(err))
     self.rt.check(err.value, f"clCreateKernel({name})")
     # a cl_kernel's arguments are state shared by every caller: two threads setting them at once would
@@ -210,7 +223,8 @@ class CLProgram:
     with self.lock:
       for i, a in enumerate(args): self.rt.check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(a), ctypes.byref(a)), f"argument {i}")
       if 0 in tuple(self.global_size): return
-      self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, None, 0, None, None), "launch")
+      self.rt.check(cl.clEnqueueNDRangeKernel(self.rt.queue, self.kernel, 3, None, self.global_size, self.local_size, 0, None, None),
+                    "launch")
 
   def __del__(self) -> None:
     if getattr(self, "kernel", None): self.rt.cl.clReleaseKernel(self.kernel)

@@ -207,6 +207,17 @@ class WebGPUAllocator(Allocator):
     if not nbytes: return b""
     return base64.b64decode(browser().call({"op": "read", "id": handle.id, "size": _words(nbytes)})["data"])[:nbytes]
 
+  def copy_region(self, dst: GPUBuffer, dst_offset: int, src: GPUBuffer, src_offset: int, nbytes: int) -> None:
+    """copyBufferToBuffer, queued in order with the launches. WebGPU copies whole 4-byte words only, and
+    rounding a copy out to words would overwrite the neighbouring elements, so other regions raise."""
+    if not nbytes: return
+    if dst_offset % 4 or src_offset % 4 or nbytes % 4:
+      raise NotImplementedError(f"WebGPU copies buffer regions in whole 4-byte words only (copyBufferToBuffer), "
+                                f"got {nbytes} bytes from offset {src_offset} to offset {dst_offset}: a lax loop "
+                                f"body on WEBGPU needs slices of a multiple of 4 bytes (e.g. 32-bit dtypes)")
+    browser().send({"op": "copy", "src": src.id, "src_offset": src_offset, "dst": dst.id, "dst_offset": dst_offset,
+                    "size": nbytes})
+
 
 _BINDING = re.compile(r"@binding\((\d+)\) var<storage, (read|read_write)>")
 compile_times_ms: list[float] = []  # the browser's shader module + pipeline time of each kernel built here

@@ -5,6 +5,7 @@ compared with the PYTHON reference; those tests skip cleanly otherwise."""
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 import pytest
 
@@ -63,3 +64,23 @@ def test_cuda_matches_the_reference(name: str, monkeypatch) -> None:
 
 def test_device_is_listed() -> None:
   assert tgfn.Device.canonicalize("cuda") == "CUDA"
+
+
+def test_kernels_state_their_block_size(monkeypatch) -> None:
+  """The innermost output axis runs in blocks of 128 threads (a LOCAL opt): the kernel computes its index
+  from blockIdx.x and threadIdx.x, returns past the end of an axis of 300, and the compiled header carries
+  the block the driver launches with (grid = global / block)."""
+  cuda = _nvrtc_or_skip()
+  import json
+  import numpy as np
+  import tgfn.numpy as tnp
+  monkeypatch.setenv("DEV", "PYTHON")
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  np.asarray(tnp.asarray(np.ones((2, 300), np.float32)) * 2)
+  (kernel,) = realize_mod._compiled.values()
+  prepared = realize_mod.prepare_kernel(kernel.lowered, "CUDA")
+  assert [str(o) for o in prepared.opts] == ["Opt(LOCAL, 1, 128)"]
+  assert "blockIdx.x * 128 + threadIdx.x" in prepared.source and ">= 300) return;" in prepared.source
+  header = json.loads(cuda.DEVICE.compiler.compile(prepared.source).split(b"\n", 1)[0])
+  name = re.search(r"void (\w+)\(", prepared.source).group(1)
+  assert header["launch"][name] == [384, 2, 1] and header["local"][name] == [128, 1, 1]

@@ -106,6 +106,20 @@ def test_on_every_device(device):
   assert_close(tgfn.jit(lambda p, x: lax.cond(p, tnp.sin, tnp.cos, x))(False, xs), np.cos(XS), rtol=1e-6)
 
 
+def test_scan_slices_staged_through_copies_where_handles_are_not_addresses(monkeypatch):
+  """On a device without buffer views (OpenCL, WebGPU) each step's slices are copied in and out of scratch
+  buffers by the allocator's copy_region; forced on the test device, the values are the zero-copy path's."""
+  device = tgfn.Device[tgfn.Device.DEFAULT]
+  xs = {"a": tnp.asarray(XS), "b": tnp.asarray(XS[::-1].copy())}
+  init = (tnp.zeros(3), tnp.asarray(0.0))
+  want = [np.asarray(v) for v in tgfn.tree.leaves(lax.scan(rnn_step, init, xs, reverse=True))]
+  monkeypatch.setattr(device, "address_handles", False)
+  if isinstance(device.allocator, tgfn.device.HostAllocator):  # PYTHON's host arrays are views anyway
+    pytest.skip("the device's buffers are host arrays")
+  got = [np.asarray(v) for v in tgfn.tree.leaves(lax.scan(rnn_step, init, xs, reverse=True))]
+  for g, w in zip(got, want, strict=True): np.testing.assert_array_equal(g, w)
+
+
 def test_while_and_fori_loops():
   assert int(lax.while_loop(lambda c: c < 100, lambda c: c * 3, 1)) == 243
   got = lax.fori_loop(0, 5, lambda i, v: v * 2.0 + i, tnp.ones(2))

@@ -9,6 +9,7 @@ It reads the kernel's memory access pattern -- each load's stride along each axi
     register budget;
   - UNROLL of the innermost reduction axis (accumulated in the original order) when there is no tile;
   - THREAD on the outermost output axis when the kernel does enough work to pay for waking threads.
+GPU-style devices (OpenCL, CUDA) take only `work_group_opts`: work groups along the first kernel id.
 """
 from __future__ import annotations
 
@@ -158,6 +159,15 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
     opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts
+
+
+def work_group_opts(ast: UOp, local_size: int) -> list[Opt]:
+  """For a renderer with kernel ids in work groups: the innermost output axis (the first kernel id, the one
+  consecutive work items walk) runs in groups of `local_size` items, or one group for a shorter axis."""
+  axes = kernel_axes(ast)
+  out_axes = [i for i, a in enumerate(axes) if a.kind is AxisType.GLOBAL]
+  if not out_axes or axes[out_axes[-1]].size < 2: return []
+  return [Opt(OptOps.LOCAL, out_axes[-1], min(local_size, axes[out_axes[-1]].size))]
 
 
 def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], lanes: int) -> bool:

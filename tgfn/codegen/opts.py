@@ -10,6 +10,11 @@ r_outer keeps r's kind and r_inner takes the opt's kind:
   VECTOR  either: the inner part becomes the lanes of a vector (on a reduction axis the lanes are
           partial sums combined at the end -- a reordering the float policy allows)
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
+  LOCAL   an output axis that becomes the first kernel id on a GPU-style device (OpenCL, CUDA): its
+          iterations run as work groups (blocks) of `amount` work items (threads). The axis keeps its
+          length in the AST (kind LOCAL, the group size in its arg); the renderer writes the index as
+          group id * amount + local id, launches whole groups, and returns past the end where `amount`
+          does not divide the axis
 
 An applied opt list fully describes a kernel's schedule, so it can be printed, cached, searched and
 replayed. `apply_opts` raises OptError for an opt that does not fit (an amount that does not divide a
@@ -28,7 +33,7 @@ VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dty
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto(); SWAP = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto(); SWAP = auto(); LOCAL = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -47,7 +52,7 @@ class OptError(ValueError):
 
 
 _KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.VECTOR: AxisType.VECTOR}
-_SPLITTABLE = (AxisType.GLOBAL, AxisType.THREAD, AxisType.REDUCE)
+_SPLITTABLE = (AxisType.GLOBAL, AxisType.THREAD, AxisType.LOCAL, AxisType.REDUCE)
 
 
 def kernel_axes(ast: UOp) -> list[UOp]:
@@ -62,6 +67,12 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   rng = axes[opt.axis]
   reduce = rng.kind is AxisType.REDUCE
   if opt.op is OptOps.SWAP: return _swap(ast, axes, opt)
+  if rng.kind is AxisType.LOCAL: raise OptError(f"{opt}: axis {opt.axis} already runs in work groups (LOCAL)")
+  if opt.op is OptOps.LOCAL:
+    if rng.kind is not AxisType.GLOBAL: raise OptError(f"{opt}: only an output axis runs in work groups")
+    if any(a.kind is AxisType.LOCAL for a in axes): raise OptError(f"{opt}: the kernel already has a LOCAL axis")
+    if not 1 <= opt.amount <= rng.size: raise OptError(f"{opt}: a work group of {opt.amount} on an axis of {rng.size}")
+    return substitute(ast, {rng: rng.replace(arg=(rng.arg[0], AxisType.LOCAL, opt.amount))})
   if opt.op is OptOps.THREAD:
     if reduce or rng.kind is AxisType.THREAD: raise OptError(f"{opt}: only an output axis can be threaded")
     if any(a.kind is AxisType.THREAD for a in axes): raise OptError(f"{opt}: the kernel is already threaded")

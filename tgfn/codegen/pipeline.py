@@ -7,7 +7,7 @@ from typing import Optional
 from tgfn.codegen.blocking import block_long_reductions
 from tgfn.codegen.complex_lower import lower_complex
 from tgfn.codegen.expand import expand
-from tgfn.codegen.heuristic import hand_coded_opts
+from tgfn.codegen.heuristic import hand_coded_opts, work_group_opts
 from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
@@ -64,5 +64,7 @@ def takes_opts(renderer: Renderer) -> bool:
 
 
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-  if not takes_opts(renderer) or any(u.op is Ops.RANGE and u.kind is AxisType.LOOP for u in ast.toposort()): return []
+  if settings.NOOPT or any(u.op is Ops.RANGE and u.kind is AxisType.LOOP for u in ast.toposort()): return []
+  if renderer.local_size: return work_group_opts(ast, renderer.local_size)  # GPU-style: ids in work groups
+  if not takes_opts(renderer): return []
   return hand_coded_opts(ast, renderer.vector_bytes, renderer.registers)

@@ -3,8 +3,11 @@ once (Call), once for the branch taken (Cond), length times (Scan) or until its 
 (While), writing straight into the call's output buffers.
 
 A scan's step i reads its x slices and writes its y slices *in place* in the stacked buffers, through
-views at an offset (no copies), and its carry ping-pongs between the output buffers and one scratch
-set, arranged so the last step writes the output buffers. The body is the same for every trip count,
+views at an offset (no copies) where buffer handles are addresses (`address_handles`: CPU, LLVM, CUDA).
+Elsewhere (OpenCL's cl_mem, WebGPU's buffers) each slice is staged through a scratch buffer by the
+device's `copy_region`: x slices are copied in before the step, y slices copied back after it. Its carry
+ping-pongs between the output buffers and one scratch set, arranged so the last step writes the output
+buffers. The body is the same for every trip count,
 so a 1000-step scan compiles exactly the kernels of a 10-step one.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tgfn.device import Allocator, Buffer, Device
+from tgfn.device import Allocator, Buffer, Device, HostAllocator
 from tgfn.uop.body import Body, Call, CallSpec, Cond, CustomJVP, CustomVJP, Scan, While
 from tgfn.uop.ops import UOp
 
@@ -39,9 +42,40 @@ class BufferView(Buffer):
     if isinstance(handle, np.ndarray): self._handle = handle[start:start + self.nbytes]  # host memory (PYTHON)
     elif Device[base.device].address_handles: self._handle = int(handle) + start        # an address (CPU, CUDA)
     else: raise NotImplementedError(f"no buffer views on device {base.device}: its buffer handles "
-                                    f"({type(handle).__name__}) are not addresses, so lax loop bodies cannot run there")
+                                    f"({type(handle).__name__}) are not addresses (stage slices through copies: StagedSlices)")
     self._allocator = _NO_FREE
     self._arg = Device[base.device].kernel_arg(self._handle)
+
+
+def has_views(device: str) -> bool:
+  """Whether buffers on `device` have zero-copy views (host arrays, or handles that are addresses)."""
+  compiled = Device[device]
+  return compiled.address_handles or isinstance(compiled.allocator, HostAllocator)
+
+
+class StagedSlices:
+  """Slice i (`size` elements at element i * size) of each of `bases`, on a device without views: one scratch
+  buffer per base stands for its slice, filled from it by `load(i)` and written back into it by `store(i)`,
+  both device-side region copies queued in order with the kernels."""
+  def __init__(self, bases: Sequence[Buffer], sizes: Sequence[int]):
+    self.bases, self.sizes = list(bases), list(sizes)
+    self.scratch = [Buffer(b.device, s, b.dtype) for b, s in zip(bases, sizes)]
+
+  def load(self, i: int) -> list[Buffer]:
+    for base, size, tmp in zip(self.bases, self.sizes, self.scratch):
+      _copy_region(tmp, 0, base, i * size, size)
+    return self.scratch
+
+  def store(self, i: int) -> None:
+    for base, size, tmp in zip(self.bases, self.sizes, self.scratch):
+      _copy_region(base, i * size, tmp, 0, size)
+
+
+def _copy_region(dst: Buffer, dst_start: int, src: Buffer, src_start: int, size: int) -> None:
+  """Elements [src_start, src_start + size) of `src` into `dst` at `dst_start`, on their (shared) device."""
+  if size == 0: return
+  item = src.dtype.itemsize
+  Device[src.device].allocator.copy_region(dst.handle, dst_start * item, src.handle, src_start * item, size * item)
 
 
 class CompiledBody:
@@ -50,7 +84,7 @@ class CompiledBody:
     from tgfn.engine.jit import CompiledGraph
     from tgfn.engine.realize import Counters
     self.counters = Counters
-    self.graph = CompiledGraph(body.inputs, body.outputs)
+    self.graph = CompiledGraph(body.inputs, body.outputs, device=device)  # the body's values live on `device`
     self.out_info = [(device, math.prod(s), dt) for s, dt in body.out_avals]
     fresh = [s for s, *_ in self.graph._fresh_outputs]
     # every output a fresh buffer of its own (close() arranges that): runs write the caller's buffers directly
@@ -95,6 +129,11 @@ def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
 
 def run_call(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
   """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals)."""
+  backend = Device.backend(device)
+  if strays := sorted({b.device for b in (*inputs, *outputs) if Device.backend(b.device) != backend}):
+    # the body's kernels would take another backend's handles (an OpenCL cl_mem read as a CPU address)
+    raise ValueError(f"a {type(spec).__name__} call runs on {device} but got buffers on {', '.join(strays)}; "
+                     f"move them with tgfn.device_put(x, {device!r})")
   if isinstance(spec, Call): compiled_body(spec.body, device).run_into(inputs, outputs)
   elif isinstance(spec, (CustomVJP, CustomJVP)): compiled_body(spec.fun, device).run_into(inputs, outputs)
   elif isinstance(spec, Cond):
@@ -120,12 +159,17 @@ def _run_scan(spec: Scan, device: str, inputs: Sequence[Buffer], outputs: Sequen
   x_sizes = [b.size // n for b in xs]
   y_sizes = [b.size // n for b in ys]
   scratch = _scratch_like(final) if n > 1 else final
+  staged = not has_views(device)
+  if staged: x_slices, y_slices = StagedSlices(xs, x_sizes), StagedSlices(ys, y_sizes)
   for step in range(n):
     i = n - 1 - step if spec.reverse else step
     target = final if (n - 1 - step) % 2 == 0 else scratch  # the last step writes the outputs
-    x_views = [BufferView(b, i * s, s) for b, s in zip(xs, x_sizes)]
-    y_views = [BufferView(b, i * s, s) for b, s in zip(ys, y_sizes)]
+    if staged: x_views, y_views = x_slices.load(i), y_slices.scratch
+    else:
+      x_views = [BufferView(b, i * s, s) for b, s in zip(xs, x_sizes)]
+      y_views = [BufferView(b, i * s, s) for b, s in zip(ys, y_sizes)]
     body.run_into(consts + carry + x_views, target + y_views)
+    if staged: y_slices.store(i)
     carry = target
 
 

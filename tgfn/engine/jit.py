@@ -62,8 +62,9 @@ class SlotInfo:
   shape: tuple[int, ...]
 
   @staticmethod
-  def of(node: UOp) -> SlotInfo:
-    return SlotInfo(node.device or Device.DEFAULT, math.prod(node.shape), node.dtype, node.shape)
+  def of(node: UOp, home: str) -> SlotInfo:
+    """A value computed from constants alone has no device: it lives on `home`, where the graph's inputs do."""
+    return SlotInfo(node.device or home, math.prod(node.shape), node.dtype, node.shape)
 
   def key(self) -> tuple: return (self.device, self.dtype, self.size)
 
@@ -77,10 +78,12 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
 
 class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit",
-               plan_cache: bool = False):
+               plan_cache: bool = False, device: Optional[str] = None):
     """Compile `outputs` over the placeholders `inputs`. With `plan_cache`, a graph compiled before (in any
     process) is loaded from the disk plan cache instead of scheduled (tgfn/engine/plan_cache.py);
-    `from_plan` says whether it was."""
+    `from_plan` says whether it was. With `device` (a call's body, tgfn/engine/call.py), every value but a
+    captured buffer lives on that device, whatever device its placeholders were traced with."""
+    self.device = device
     self.name = name  # what DEBUG lines call it
     self.n_inputs = len(inputs)
     key = plan_caching.graph_key(inputs, outputs, donated) if plan_cache and plan_caching.enabled() else None
@@ -95,16 +98,28 @@ class CompiledGraph:
     self._plan_intermediates()
     self._prepare_launches()
 
+  def _body_slot(self, node: UOp) -> SlotInfo:
+    """A slot of a body compiled for `self.device`: its values live there; a captured buffer must too."""
+    assert self.device is not None
+    if node.op is Ops.BUFFER and Device.backend(node.device) != Device.backend(self.device):
+      raise ValueError(f"a body compiled for {self.device} captures an array on {node.device}; "
+                       f"move it with tgfn.device_put(x, {self.device!r})")
+    return SlotInfo(node.device if node.op is Ops.BUFFER else self.device, math.prod(node.shape), node.dtype, node.shape)
+
   def _schedule(self, inputs: Sequence[UOp], outputs: Sequence[UOp]) -> dict[UOp, int]:
     """Schedule and compile: fill slots, captured constants, steps and output slots. Returns node -> slot."""
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
-    self.slots = [SlotInfo.of(p) for p in inputs]
+    # as in tgfn/engine/realize.py: constant-only values run where the inputs live (a kernel on the default
+    # device would hand its buffer to kernels of another one: an OpenCL cl_mem read as a CPU address)
+    home = self.device or next((d for p in (*inputs, *outputs) if (d := p.device) is not None), None) or Device.DEFAULT
+    place = (lambda node: SlotInfo.of(node, home)) if self.device is None else self._body_slot
+    self.slots = [place(p) for p in inputs]
     self.fixed: dict[int, Buffer] = {}   # captured constants and planned intermediates
 
     def slot(node: UOp) -> int:
       if node not in slot_of:
         slot_of[node] = len(self.slots)
-        self.slots.append(SlotInfo.of(node))
+        self.slots.append(place(node))
         if node.op is Ops.BUFFER: self.fixed[slot_of[node]] = node.buffer
       return slot_of[node]
 

@@ -14,6 +14,9 @@ class Renderer:
   supports_opts: bool = False
   vector_bytes: int = 16
   registers: int = 16
+  # GPU-style devices (kernel ids in work groups): the work-group size the heuristic gives the first kernel
+  # id axis (an OptOps.LOCAL); 0 where kernels have no work groups
+  local_size: int = 0
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
     """Source for a kernel taking one pointer per buffer, then one value per scalar parameter (DEFINE_VAR)."""

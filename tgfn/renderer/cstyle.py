@@ -9,7 +9,9 @@ out-of-range float -> int cast, NaN-propagating max as a select), so an op is it
 
 Loops: on the CPU every axis is a loop, and a THREAD axis runs in chunks on the worker pool. On a device
 with kernel ids (OpenCL, CUDA) the innermost output axes (up to three) are the ids of the launch grid,
-whose sizes the source states on its first line (`launch_sizes` reads them back)."""
+whose sizes the source states on its first line (`launch_sizes` reads them back); a LOCAL axis (an opt,
+tgfn/codegen/opts.py) is group id * group size + local id, and the line then states the work-group size
+too (`local_sizes`)."""
 from __future__ import annotations
 
 import re
@@ -33,15 +35,26 @@ _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 _OPERATOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<",
              Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
 _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|"}  # as alu.py defines them on bool
-_LAUNCH = re.compile(r"// tgfn launch: global=(\d+),(\d+),(\d+)\n.*?\bvoid (\w+)\(", re.DOTALL)
+_LAUNCH = re.compile(r"// tgfn launch: global=(\d+),(\d+),(\d+)(?: local=(\d+),(\d+),(\d+))?\n.*?\bvoid (\w+)\(",
+                     re.DOTALL)
+
+
+def _launch_lines(src: str) -> list[re.Match]:
+  found = list(_LAUNCH.finditer(src))
+  if not found: raise ValueError("kernel source without a '// tgfn launch:' line")
+  return found
 
 
 def launch_sizes(src: str) -> dict[str, tuple[int, int, int]]:
-  """Kernel name -> the grid it is launched on, innermost axis first, for each kernel of `src` (several
-  kernels' sources concatenate into one program): each kernel's first line says."""
-  table = {m.group(4): (int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _LAUNCH.finditer(src)}
-  if not table: raise ValueError("kernel source without a '// tgfn launch:' line")
-  return table
+  """Kernel name -> the grid it is launched on (work items), innermost axis first, for each kernel of `src`
+  (several kernels' sources concatenate into one program): each kernel's first line says."""
+  return {m.group(7): (int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _launch_lines(src)}
+
+
+def local_sizes(src: str) -> dict[str, tuple[int, int, int]]:
+  """Kernel name -> its work-group (block) size, for the kernels of `src` whose launch line states one (a
+  LOCAL axis); the grid's sizes are then whole multiples of it. The driver chooses for the others."""
+  return {m.group(7): (int(m.group(4)), int(m.group(5)), int(m.group(6))) for m in _launch_lines(src) if m.group(4)}
 
 
 def _lanewise(u: UOp, scalar: Callable[[Ref], str], ref: Ref) -> str:
@@ -72,7 +85,7 @@ class CStyleRenderer(Renderer):
       closing.add(u.src[0])
     # in the order they open; work hoisted out of the loops inside them (linearize.py), a loop-invariant
     # reduction included, may come between them: each work item runs it in program order
-    outer = [u for u in program if u.op is Ops.RANGE and u.kind is AxisType.GLOBAL and u in closing]
+    outer = [u for u in program if u.op is Ops.RANGE and u.kind in (AxisType.GLOBAL, AxisType.LOCAL) and u in closing]
     ids: dict[UOp, int] = {}
     for dim, rng in enumerate(reversed(outer[-len(self.dialect.global_ids):])):
       if rng.size > self.dialect.global_ids[dim][1]: break
@@ -114,8 +127,13 @@ class CStyleRenderer(Renderer):
         else: names[u] = f"var{u.arg}"
       elif op is Ops.RANGE:
         names[u] = fresh("ridx")
+        if u.kind is AxisType.LOCAL and u not in ids:
+          raise NotImplementedError(f"{d.name}: a LOCAL axis (work groups of {u.arg[2]}) of size {u.size} that is not a kernel id")
         if u in ids:
           expr, _, overshoots = d.global_ids[ids[u]]
+          if u.kind is AxisType.LOCAL:  # whole groups are launched: the last one overshoots unless they divide
+            group, local = d.local_ids[ids[u]]
+            expr, overshoots = f"(({index_type}){group} * {u.arg[2]} + {local})", u.size % u.arg[2] != 0
           lines.append("  " * indent + f"const {index_type} {names[u]} = {expr};")
           if overshoots: lines.append("  " * indent + f"if ({names[u]} >= {u.size}) return;")
           continue
@@ -156,9 +174,12 @@ class CStyleRenderer(Renderer):
                        for dt in vectors.values())
     head = f"{d.prelude}{d.used_helpers(body)}{typedefs}"
     if d.global_ids:
-      sizes = [1, 1, 1]
-      for rng, dim in ids.items(): sizes[dim] = rng.size
-      head = f"// tgfn launch: global={','.join(map(str, sizes))}\n{head}"
+      sizes, groups = [1, 1, 1], [1, 1, 1]
+      for rng, dim in ids.items():
+        if rng.kind is AxisType.LOCAL: groups[dim] = rng.arg[2]
+        sizes[dim] = -(-rng.size // groups[dim]) * groups[dim]  # whole work groups
+      local = f" local={','.join(map(str, groups))}" if groups != [1, 1, 1] else ""
+      head = f"// tgfn launch: global={','.join(map(str, sizes))}{local}\n{head}"
     if thread_range is None:
       return f"{head}{d.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
     # the loop over the THREAD axis runs in chunks [lo, hi) on the worker pool: the kernel's arguments
@@ -270,12 +291,16 @@ class CStyleRenderer(Renderer):
 
 
 class OpenCLRenderer(CStyleRenderer):
-  """OpenCL C: scalar kernels whose innermost output axes are get_global_id(0..2)."""
+  """OpenCL C: scalar kernels whose innermost output axes are get_global_id(0..2); the first one runs in work
+  groups of `local_size` (get_group_id, get_local_id) where the heuristic gives it a LOCAL opt."""
   dialect = OPENCL
   supports_opts = False
+  local_size = 64
 
 
 class CUDARenderer(CStyleRenderer):
-  """CUDA C: scalar kernels over a grid of thread blocks (the innermost output axis across the threads)."""
+  """CUDA C: scalar kernels over a grid of thread blocks (the innermost output axis across the threads, in
+  blocks of `local_size` where the heuristic gives it a LOCAL opt)."""
   dialect = CUDA
   supports_opts = False
+  local_size = 128

@@ -41,6 +41,9 @@ class Dialect:
   # ids of the kernel's output axes (innermost first), each "{n}"-formatted with the axis size, with the
   # largest size each may cover and whether it may overshoot the size (then the kernel checks it)
   global_ids: tuple[tuple[str, int, bool], ...] = ()
+  # (group id, id within the group) of each kernel id dimension, innermost first: a LOCAL axis (work groups,
+  # tgfn/codegen/opts.py) is group id * group size + local id
+  local_ids: tuple[tuple[str, str], ...] = ()
   prelude: str = ""                      # at the top of every kernel
   helpers: str = ""                      # helper functions, each included when the kernel calls it
   vectors: bool = False                  # GCC vector extensions (tgfn/renderer/cvector.py)
@@ -178,6 +181,7 @@ OPENCL = Dialect(
   bitcast=_opencl_bitcast,
   global_ids=(("((long)get_global_id(0))", 2 ** 62, False), ("((long)get_global_id(1))", 2 ** 62, False),
               ("((long)get_global_id(2))", 2 ** 62, False)),
+  local_ids=tuple((f"get_group_id({d})", f"get_local_id({d})") for d in range(3)),
   # FP_CONTRACT OFF: every op rounds as tgfn/uop/alu.py says (the float policy fuses only reductions, and
   # writes those fma calls itself)
   prelude="#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#pragma OPENCL FP_CONTRACT OFF\n",
@@ -209,5 +213,6 @@ CUDA = Dialect(
   # block per index, at most 65535
   global_ids=(("(blockIdx.x * (long long)blockDim.x + threadIdx.x)", 2 ** 31 - 1, True),
               ("((long long)blockIdx.y)", 65535, False), ("((long long)blockIdx.z)", 65535, False)),
+  local_ids=tuple((f"blockIdx.{c}", f"threadIdx.{c}") for c in "xyz"),
   helpers=_HALF_HELPERS.format(p="static __device__ inline ", f2u="__float_as_uint", u2f="__uint_as_float",
                                d2f_rz="__double2float_rz"))

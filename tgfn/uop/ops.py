@@ -105,6 +105,8 @@ class AxisType(Enum):
   UNROLL = auto()   # a reduction axis unrolled: the values are accumulated in their original order
   VECTOR = auto()   # the lanes of a vector value (an output axis, or a reduction axis whose lanes are
                     # combined at the end: a reordering the float policy must allow)
+  LOCAL = auto()    # an output axis run by work groups of arg[2] work items each (GPU kernel ids: OpenCL's
+                    # group and local ids, CUDA's blocks and threads); the kernel checks the bound
   LOOP = auto()     # a sequential loop whose iterations depend on one another (a scatter's pass over its
                     # updates): opened where its stores need it, never split, reordered or vectorized
 
