@@ -43,6 +43,9 @@ def pytest_configure(config) -> None:
       require_backend(TEST_DEVICE)
     except BackendUnavailable as e:
       raise pytest.UsageError(str(e)) from e
+    # from collection on, so that arrays a test module builds at import live on the test device too
+    os.environ["DEV"] = TEST_DEVICE
+    tgfn_settings.reload("DEV")
 
 
 class _SettingsMonkeyPatch(pytest.MonkeyPatch):
