@@ -265,7 +265,8 @@ class CompiledGraph:
     outputs. No loops, lists or lookups are left on the per-call path."""
     env: dict[str, Any] = {"allocated": Buffer.allocated, "Buffer": Buffer}
     lines = ["def replay(inputs, reuse=None):"]
-    lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}.arg" for i in range(self.n_inputs)]
+    for i in range(self.n_inputs):  # (.arg, a property, only for a buffer not yet allocated -- or donated: it raises)
+      lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}._arg", f"  if a{i} is None: a{i} = b{i}.arg"]
     for s, buf in self.fixed.items(): env[f"b{s}"], env[f"a{s}"] = buf, buf.arg
     if self._fresh_outputs:  # fresh buffers, or (reuse) the recycled ones of an earlier call
       lines.append("  if reuse is None:")
