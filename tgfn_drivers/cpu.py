@@ -376,6 +376,16 @@ class NativeCRenderer(CStyleRenderer):
     return out
 
   @functools.cached_property
+  def vector_sqrt(self) -> dict[str, str]:  # type: ignore[override]
+    """x86 builtins for whole-vector square roots, correctly rounded as sqrtf is: the lane loop stays
+    scalar code at LIGHT_OPT's -O1 (an Adam update's kernel ran 2.5x slower)."""
+    macros, out = self.compiler.target_macros(), {}
+    if "__SSE2__" in macros: out.update({"float32x4": "__builtin_ia32_sqrtps({0})", "float64x2": "__builtin_ia32_sqrtpd({0})"})
+    if "__AVX__" in macros:
+      out.update({"float32x8": "__builtin_ia32_sqrtps256({0})", "float64x4": "__builtin_ia32_sqrtpd256({0})"})
+    return out
+
+  @functools.cached_property
   def registers(self) -> int:  # type: ignore[override]
     macros = self.compiler.target_macros()
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
