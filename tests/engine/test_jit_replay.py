@@ -76,6 +76,17 @@ def test_the_replay_raises_for_an_argument_donated_before(monkeypatch):
   assert replays == [1]
 
 
+def test_a_copy_between_devices_takes_the_replay(monkeypatch):
+  moved = tgfn.jit(lambda x: tgfn.device_put(x * 2, "PYTHON") + 1)
+  x = tnp.array(np.arange(4, dtype=np.float32))
+  np.testing.assert_array_equal(moved(x).numpy(), [1.0, 3.0, 5.0, 7.0])
+  graph = _graph(moved)
+  assert any(program is None for program, _, _ in graph._launches), "the graph should copy between devices"
+  replays = _count_replays(graph, monkeypatch)
+  np.testing.assert_array_equal(moved(x * 2).numpy(), [1.0, 5.0, 9.0, 13.0])
+  assert replays == [1]
+
+
 def test_cpu_kernels_are_launched_as_their_ctypes_functions():
   if Device.DEFAULT != "CPU": pytest.skip("the CPU driver's launcher")
   double = tgfn.jit(lambda v: v * 2)
