@@ -73,6 +73,27 @@ def test_register_dataclass_jax_signature_and_static_metadata():
   assert leaves == [2.0] and tu.tree_unflatten(treedef, [5.0]) == Other(5.0)
 
 
+def test_register_dataclass_rebuilds_fields_in_any_order_and_keyword_only():
+  @dataclasses.dataclass
+  class Swapped:  # the static field first: the children and aux are not the constructor's order
+    name: str
+    w: float
+    b: float
+
+  tu.register_dataclass(Swapped, data_fields=["b", "w"], meta_fields=["name"])
+  leaves, treedef = tu.tree_flatten(Swapped("s", 1.0, 2.0))
+  assert leaves == [2.0, 1.0] and tu.tree_unflatten(treedef, [4.0, 3.0]) == Swapped("s", 3.0, 4.0)
+
+  @tu.register_dataclass
+  @dataclasses.dataclass(kw_only=True)
+  class KeywordOnly:
+    w: float
+    b: float
+
+  leaves, treedef = tu.tree_flatten(KeywordOnly(w=1.0, b=2.0))
+  assert leaves == [1.0, 2.0] and tu.tree_unflatten(treedef, [3.0, 4.0]) == KeywordOnly(w=3.0, b=4.0)
+
+
 def test_partial_is_a_pytree_through_transforms():
   p = tu.Partial(lambda x, y: x * y, tnp.array(2.0))
   assert tu.tree_leaves(p)[0] is p.args[0]

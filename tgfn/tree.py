@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import operator
 from typing import Any, Callable, Iterable, Optional
 
 import optree
@@ -120,6 +121,15 @@ def register_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable[Any], An
   return cls
 
 
+def _fields_getter(names: list[str]) -> Callable[[Any], tuple]:
+  """x -> the tuple of its attributes `names`."""
+  if not names: return lambda x: ()
+  if len(names) == 1:
+    name = names[0]
+    return lambda x: (getattr(x, name),)
+  return operator.attrgetter(*names)
+
+
 def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
                        meta_fields: Optional[list[str]] = None) -> type:
   """Register a dataclass as a node (usable as a decorator). By default every field is a child except
@@ -131,11 +141,20 @@ def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
   meta = list(meta_fields or [])
   data = list(data_fields) if data_fields is not None else [f.name for f in dataclasses.fields(cls) if f.name not in meta]
 
-  def flatten_fn(x: Any) -> tuple[list[Any], tuple, tuple]:
+  # jit flattens its arguments and rebuilds its results on every call: the field lookups are prepared once
+  names = tuple(data)
+  get_data = _fields_getter(data)
+  get_meta = _fields_getter(meta)
+  fields = [f for f in dataclasses.fields(cls) if f.init]
+  # the constructor takes children and aux by position when they are its parameters, in order
+  positional = [f.name for f in fields] == data + meta and not any(getattr(f, "kw_only", False) for f in fields)
+
+  def flatten_fn(x: Any) -> tuple[tuple, tuple, tuple]:
     # the third item names each child, so paths (and state_dict names) read "layer.weight", not "layer.0"
-    return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta), tuple(data)
+    return get_data(x), get_meta(x), names
 
   def unflatten_fn(aux: tuple, children: Iterable[Any]) -> Any:
+    if positional: return cls(*children, *aux)
     return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))
 
   return register_node(cls, flatten_fn, unflatten_fn)

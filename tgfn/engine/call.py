@@ -88,7 +88,7 @@ class CompiledBody:
     self.out_info = [(device, math.prod(s), dt) for s, dt in body.out_avals]
     fresh = [s for s, *_ in self.graph._fresh_outputs]
     # every output a fresh buffer of its own (close() arranges that): runs write the caller's buffers directly
-    self.direct = self.graph._replay is not None and fresh == self.graph.output_slots
+    self.direct = fresh == self.graph.output_slots
     self.lock = threading.RLock()
 
   def run_into(self, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:

@@ -197,8 +197,7 @@ class CompiledGraph:
                            if s >= self.n_inputs and s not in self.fixed and s not in self.donation
                            for info in (self.slots[s],)]
     self._n_launches = len(self._launches)
-    plain = not self.donation and all(program is not None for program, _, _ in self._launches)
-    self._replay = self._make_replay() if plain else None
+    self._replay = self._make_replay()
 
   def _plan_intermediates(self) -> None:
     """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size).
@@ -250,7 +249,7 @@ class CompiledGraph:
 
   def __call__(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
     level, nans = settings.DEBUG, settings.DEBUG_NANS
-    if self._replay is not None and not level and not nans:
+    if not level and not nans:
       Counters.kernels_launched += self._n_launches
       return self._replay(inputs)
     start = time.perf_counter()
@@ -275,13 +274,14 @@ class CompiledGraph:
     if level >= 1: debug.print_call(f"jit call of {self.name}", len(self.kernels), time.perf_counter() - start)
     return [buffers[s] for s in self.output_slots]
 
-  def _make_replay(self) -> Callable[[Sequence[Buffer]], list[Buffer]]:
-    """The common case (kernels only, no donation) as one straight-line Python function, generated
-    once: read the input pointers, allocate the outputs, call each kernel, return the outputs. No
-    loops, lists or lookups are left on the per-call path."""
-    env: dict[str, Any] = {"allocated": Buffer.allocated}
+  def _make_replay(self) -> Callable[..., list[Buffer]]:
+    """__call__ without DEBUG or DEBUG_NANS as one straight-line Python function, generated once: read
+    the input pointers, allocate the outputs, hand donated memory over, run each launch, return the
+    outputs. No loops, lists or lookups are left on the per-call path."""
+    env: dict[str, Any] = {"allocated": Buffer.allocated, "Buffer": Buffer}
     lines = ["def replay(inputs, reuse=None):"]
-    lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}.arg" for i in range(self.n_inputs)]
+    for i in range(self.n_inputs):  # (.arg, a property, only for a buffer not yet allocated -- or donated: it raises)
+      lines += [f"  b{i} = inputs[{i}]; a{i} = b{i}._arg", f"  if a{i} is None: a{i} = b{i}.arg"]
     for s, buf in self.fixed.items(): env[f"b{s}"], env[f"a{s}"] = buf, buf.arg
     if self._fresh_outputs:  # fresh buffers, or (reuse) the recycled ones of an earlier call
       lines.append("  if reuse is None:")
@@ -290,10 +290,23 @@ class CompiledGraph:
         lines.append(f"    b{s} = allocated(*spec{s}); a{s} = b{s}._arg")
       lines.append("  else:")
       lines += [f"    b{s} = reuse[{k}]; a{s} = b{s}._arg" for k, (s, *_) in enumerate(self._fresh_outputs)]
+    if self.donation:
+      # a buffer passed in two argument positions cannot be given away: it keeps its memory and the
+      # output gets fresh memory (one set of ids answers whether any input came twice)
+      lines.append(f"  distinct = len({{id(b) for b in inputs}}) == {self.n_inputs}")
+      for out, i in self.donation.items():
+        lines.append(f"  if distinct or sum(b is b{i} for b in inputs) == 1: b{out} = b{i} = b{i}.donate()")
+        lines.append(f"  else: b{out} = Buffer(b{i}.device, b{i}.size, b{i}.dtype)")
+        lines.append(f"  a{out} = b{out}.arg")
     for k, (program, slots, kind) in enumerate(self._launches):
       env[f"p{k}"] = program
-      if kind == "call": lines.append(f"  p{k}([{', '.join(f'b{s}' for s in slots)}])")
-      else: lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
+      if program is None: lines.append(f"  b{slots[0]}.copyin(b{slots[1]}.numpy())")  # a copy between devices
+      elif kind == "call": lines.append(f"  p{k}([{', '.join(f'b{s}' for s in slots)}])")
+      else:
+        # a driver may hand out its raw launch function for pointer-only arguments (no Python wrapper)
+        direct = getattr(program, "direct_launcher", None)
+        if direct is not None: env[f"p{k}"] = direct(len(slots))
+        lines.append(f"  p{k}({', '.join(f'a{s}' for s in slots)})")
     lines.append(f"  return [{', '.join(f'b{s}' for s in self.output_slots)}]")
     exec("\n".join(lines), env)  # our own generated code, built from slot numbers only
     return env["replay"]
@@ -301,7 +314,7 @@ class CompiledGraph:
   @property
   def can_reuse_outputs(self) -> bool:
     """One fresh output buffer and nothing else returned: the case where recycling it is simple."""
-    return self._replay is not None and len(self._fresh_outputs) == 1 and len(self.output_slots) == 1
+    return len(self._fresh_outputs) == 1 and len(self.output_slots) == 1
 
   def replay_into(self, inputs: Sequence[Buffer], output: Buffer) -> None:
     """Run again writing the result into `output`, a buffer from an earlier call nobody holds anymore."""

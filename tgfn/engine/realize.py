@@ -72,10 +72,20 @@ class Counters:
   schedules = 0
 
 
+# a node's slots, set directly (UOp.__setattr__ refuses them): buffer_uop runs once per result of every jit call
+_new_node, _set_op, _set_dtype, _set_src, _set_arg = object.__new__, UOp.op.__set__, UOp.dtype.__set__, UOp.src.__set__, \
+    UOp.arg.__set__
+
+
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
-  """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key)."""
-  u = UOp.unique(Ops.BUFFER, buffer.dtype, (unique_id(), buffer.device, tuple(shape)))
-  object.__setattr__(u, "buffer", buffer)
+  """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key); built as
+  UOp.unique builds one, without its calls."""
+  u = _new_node(UOp)
+  _set_op(u, Ops.BUFFER)
+  _set_dtype(u, buffer.dtype)
+  _set_src(u, ())
+  _set_arg(u, (unique_id(), buffer.device, tuple(shape)))
+  u.__dict__["buffer"] = buffer
   return u
 
 

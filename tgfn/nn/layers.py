@@ -42,11 +42,16 @@ Key = Any  # a tgfn.random PRNG key: uint32 of shape (2,)
 Shape = Union[int, Sequence[int]]
 
 
+# the classes made by _layer: known pytree nodes, so Sequential need not flatten one to tell it from a function
+_LAYER_TYPES: set[type] = set()
+
+
 def _layer(*meta_fields: str) -> Callable[[type], type]:
   """Make `cls` a frozen dataclass registered as a pytree node with `meta_fields` static. eq=False:
   generated equality would compare arrays elementwise, and layers are values, not keys."""
   def wrap(cls: type) -> type:
     cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
+    _LAYER_TYPES.add(cls)
     return tree.register_dataclass(cls, meta_fields=list(meta_fields))
   return wrap
 
@@ -293,8 +298,9 @@ def _call_keywords(cls: type) -> frozenset:
 
 
 def _is_plain_function(x: Any) -> bool:
-  """A callable that is a pytree leaf, not a layer (a layer is a node: its leaves are its arrays)."""
-  if not callable(x): return False
+  """A callable that is a pytree leaf, not a layer (a layer is a node: its leaves are its arrays).
+  Every jit call rebuilds its Sequential outputs, so tgfn's own layers skip the flatten."""
+  if not callable(x) or type(x) in _LAYER_TYPES: return False
   leaves = tree.leaves(x)
   return len(leaves) == 1 and leaves[0] is x
 

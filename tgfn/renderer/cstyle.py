@@ -71,6 +71,8 @@ class CStyleRenderer(Renderer):
   supports_opts = True
   # vector dtype name -> a fused multiply-add of whole vectors, "{0}*{1}+{2}" (else a lane loop of fma)
   vector_fma: dict[str, str] = {}
+  # vector dtype name -> the square root of a whole vector, "{0}" (else a lane loop of sqrt)
+  vector_sqrt: dict[str, str] = {}
 
   def type(self, dtype: DType) -> str: return dtype.cname if dtype.count > 1 else self.dialect.type(dtype)
   def const(self, value: object, dtype: DType) -> str: return self.dialect.const(value, dtype)
@@ -238,6 +240,8 @@ class CStyleRenderer(Renderer):
           (scalar.is_float or scalar.itemsize >= 4):
         return f"({ref(srcs[0])} {_NATIVE_VECTOR[op]} {ref(srcs[1])})"
       if op is Ops.FDIV: return f"({ref(srcs[0])} / {ref(srcs[1])})"
+      if op is Ops.SQRT and (builtin := self.vector_sqrt.get(u.dtype.name)) is not None:
+        return builtin.format(ref(srcs[0]))
       if (native := VectorALU(ref).render(u)) is not None: return native
       return _lanewise(u, lambda r: self.render_scalar_alu(u, r, scalar), ref)
     return self.render_scalar_alu(u, ref, u.dtype)

@@ -328,6 +328,10 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
   from tgfn.tensor import Tensor
   sig, buffers = [], []
   for x in leaves:
+    if type(x) is Array and (u := x.uop).op is Ops.BUFFER:  # the common case first: a computed array
+      sig.append((u.arg[2], u.dtype.name, u.arg[1]))
+      buffers.append(u.buffer)
+      continue
     if (value := _weak_value(x)) is not None:
       sig.append((type(value).__name__, Device.DEFAULT))
       buffers.append(value)
