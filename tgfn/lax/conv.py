@@ -2,11 +2,11 @@
 `reduce_window`, with JAX's dimension numbers and padding rules.
 
 Both are written as window extraction plus a reduction. Each spatial axis of the padded input (of size P)
-becomes two axes (O, K), the output position and the kernel tap, by stacking K strided slices
-x[k*d : k*d + (O-1)*s + 1 : s] (movement ops only); a convolution is then one einsum of the windows with
-the kernel (the windows are materialized once, an im2col), and a windowed reduction reduces the K axes.
-Input (lhs / base) dilation inserts zeros (or the init value) between elements with interior padding;
-kernel (rhs / window) dilation is the slice spacing d.
+becomes two axes (O, K), the output position and the kernel tap, by movement ops only (`_window_axis`:
+the axis tiled and re-read in rows of length P + d); a convolution is then one einsum of the windows with
+the kernel, and a windowed reduction reduces the K axes. Input (lhs / base) dilation inserts zeros (or the
+init value) between elements with interior padding; kernel (rhs / window) dilation is the tap spacing d.
+A convolution's reverse mode is a rule (`conv_nchw`): its input gradient is another convolution.
 """
 from __future__ import annotations
 
@@ -268,11 +268,11 @@ def _input_gradient(ct: Array, w: Array, x_shape: tuple[int, ...], strides: tupl
   # (G, I, s1, U1, s2, U2, ...) -> (G*I*s1*s2..., O/G, U1, U2, ...)
   phase_axes, tap_axes = tuple(3 + 2 * a for a in range(nsp)), tuple(4 + 2 * a for a in range(nsp))
   sub = sub._permute((0, 1) + phase_axes + (2,) + tap_axes)
+  # a buffer of its own (it is small): read through the views inside the contraction's loops, each tap
+  # would cost a chain of divisions. Copied before the axes merge, so that the copy divides nothing either.
+  sub = Array(UOp(Ops.CONTIGUOUS, sub.dtype, (sub.uop,)))
   c = groups * i
   sub = sub._reshape((c * int(np.prod(phases)), og) + tuple(taps))
-  # a buffer of its own (it is small): read through the views inside the contraction's loops, each tap
-  # would cost a chain of divisions
-  sub = Array(UOp(Ops.CONTIGUOUS, sub.dtype, (sub.uop,)))
   dp = conv_nchw(ct, sub, (1,) * nsp, ct_pads, (1,) * nsp, sub_dilation, groups)  # N (C s...) M...
   rows = dp.shape[2:]
   dp = dp._reshape((dp.shape[0], c) + tuple(phases) + rows)

@@ -16,8 +16,8 @@ import functools
 from typing import Optional, Sequence
 
 from tgfn.array import Array
-from tgfn.transforms.custom import CustomVJPPrimalJVP
 from tgfn.lax.rules import _backward, _batch_body, _fresh, _is_float, _or_zeros, _pick
+from tgfn.transforms.custom import CustomVJPPrimalJVP
 from tgfn.uop.body import Body, Call, CustomJVP, CustomVJP, call_outputs, close
 from tgfn.uop.ops import UOp, toposort
 
