@@ -297,13 +297,19 @@ def _executed(kernels, ops):
 
 def test_strided_conv2d_input_gradient_is_a_convolution_without_index_division():
   """The input gradient of a stride-2 convolution is itself a convolution (forward-style reads), not the
-  transpose of the window gather, whose reductions divided and took remainders for almost every multiply."""
+  transpose of the window gather, whose reductions divided and took remainders for almost every multiply;
+  and each phase of the input's positions multiplies only its own taps (no zeros of a dilated cotangent
+  or of unused taps): exactly one multiply per (cotangent element, weight) pair."""
   x = arr(rng.standard_normal((4, 8, 8, 8)).astype(np.float32))
   w = arr(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
-  dx = tgfn.jit(tgfn.grad(lambda x, w: (F.conv2d(x, w, stride=2, padding=1) ** 2).sum()))
-  kernels = dx.lower(x, w).kernels
+  ct = arr(rng.standard_normal((4, 16, 4, 4)).astype(np.float32))
+  dx = tgfn.jit(lambda x, w, ct: tgfn.vjp(lambda a: F.conv2d(a, w, stride=2, padding=1), x)[1](ct)[0])
+  kernels = dx.lower(x, w, ct).kernels
   products, divisions = _executed(kernels, (Ops.MUL,)), _executed(kernels, (Ops.IDIV, Ops.MOD))
   assert divisions < 0.02 * products, f"{divisions} integer divisions and remainders for {products} multiplies"
+  assert products <= 4 * 16 * 4 * 4 * 8 * 3 * 3, products
+  want = tgfn.vjp(lambda a: F.conv2d(a, w, stride=2, padding=1), x)[1](ct)[0]
+  assert_close(dx(x, w, ct), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 def test_conv_and_pool_under_jit_and_vmap():

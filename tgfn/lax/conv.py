@@ -11,6 +11,7 @@ A convolution's reverse mode is a rule (`conv_nchw`): its input gradient is anot
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
@@ -233,7 +234,7 @@ def _conv_by_windows(x: Array, w: Array, *config: Any) -> Array:
 
 def _input_gradient(ct: Array, w: Array, x_shape: tuple[int, ...], strides: tuple[int, ...], pads: tuple,
                     lhs_dilation: tuple[int, ...], rhs_dilation: tuple[int, ...], groups: int) -> Array:
-  """The cotangent of x, as one stride-1 convolution of ct (a "sub-pixel" convolution).
+  """The cotangent of x, as stride-1 convolutions of ct ("sub-pixel" convolutions).
 
   Per spatial axis the padded input P is read at o*s + k*d, so dP[j] = sum over o*s + k*d = j of
   ct[o] w[k]. XLA computes that as a convolution of ct dilated by s (zeros between its elements) with
@@ -241,9 +242,10 @@ def _input_gradient(ct: Array, w: Array, x_shape: tuple[int, ...], strides: tupl
   divided: with j = s*m + r (0 <= r < s), dP[s*m + r] = sum over t of ct[m - t] * wd[s*t + r], wd being
   the kernel dilated by d (zeros between taps) and padded to U*s, U = (K-1)d // s + 1 taps per phase.
   The s phases become output channels of the convolution, with the kernel Wsub[r, u] = wd[s*(U-1-u) + r]
-  (movement ops on w), and a reshape interleaves them back. Where s = 1 this is the usual flipped
-  kernel with dilation d. x[i] sits at P[lo + i*ld]: the lhs dilation ld is a strided slice at the end.
-  Groups: each group's (O/G, I) kernel becomes (I * phases, O/G)."""
+  (movement ops on w, copied once), and a reshape interleaves them back. Where s = 1 this is the usual
+  flipped kernel with dilation d. x[i] sits at P[lo + i*ld]: the lhs dilation ld is a strided slice at
+  the end. Groups: each group's (O/G, I) kernel becomes (I * phases, O/G). Without lhs dilation and with
+  d = 1 on the strided axes, `_input_gradient_by_phase` runs each phase with only its own taps."""
   o, i, kernel = w.shape[0], w.shape[1], w.shape[2:]
   if ct.size == 0 or 0 in x_shape: return Array.const(0, ct.dtype, x_shape)
   nsp, og = len(kernel), o // groups
@@ -272,6 +274,8 @@ def _input_gradient(ct: Array, w: Array, x_shape: tuple[int, ...], strides: tupl
   # would cost a chain of divisions. Copied before the axes merge, so that the copy divides nothing either.
   sub = Array(UOp(Ops.CONTIGUOUS, sub.dtype, (sub.uop,)))
   c = groups * i
+  if all(ld == 1 for ld in lhs_dilation) and all(s == 1 or d == 1 for s, d in zip(strides, rhs_dilation)):
+    return _input_gradient_by_phase(ct, sub, x_shape, kernel, strides, pads, sub_dilation, groups)
   sub = sub._reshape((c * int(np.prod(phases)), og) + tuple(taps))
   dp = conv_nchw(ct, sub, (1,) * nsp, ct_pads, (1,) * nsp, sub_dilation, groups)  # N (C s...) M...
   rows = dp.shape[2:]
@@ -280,6 +284,47 @@ def _input_gradient(ct: Array, w: Array, x_shape: tuple[int, ...], strides: tupl
   dp = dp._reshape((dp.shape[0], c) + tuple(m * s for m, s in zip(rows, phases)))
   keep = tuple(slice(e, e + (n - 1) * ld + 1, ld) for e, n, ld in zip(firsts, x_shape[2:], lhs_dilation))
   return dp[(slice(None), slice(None)) + keep]
+
+
+def _input_gradient_by_phase(ct: Array, sub: Array, x_shape: tuple[int, ...], kernel: Sequence[int],
+                             strides: tuple[int, ...], pads: tuple, sub_dilation: Sequence[int], groups: int) -> Array:
+  """`_input_gradient` without the taps a phase never uses (no rhs dilation on a strided axis, no lhs
+  dilation): one convolution per combination of phases of the input's positions, each with only its own
+  taps (a slice of the rearranged kernel `sub`, (G, I, s..., O/G, U...)), and only the rows it needs,
+  stacked and interleaved back by a reshape. A 3x3 stride-2 kernel then multiplies 9 taps per 4 inputs,
+  not 16."""
+  nsp = len(strides)
+  g, i, og, full = sub.shape[0], sub.shape[1], sub.shape[2 + nsp], sub.shape[3 + nsp:]
+  n_batch, c = ct.shape[0], g * i
+  rows = tuple(-(-n // s) for n, s in zip(x_shape[2:], strides))  # positions per phase, the first phase's
+  parts = []
+  for phase in itertools.product(*(range(s) for s in strides)):
+    select, ct_pads, counts = [], [], []
+    for n, out, k, s, (lo, _), ph, u_all, dd in zip(x_shape[2:], ct.shape[2:], kernel, strides, pads, phase, full,
+                                                    sub_dilation):
+      r, first = (lo + ph) % s, (lo + ph) // s  # x[ph + s*q] sits at P[s*(first + q) + r]
+      count = len(range(ph, n, s))               # the positions q of this phase
+      used = len(range(r, k, s))                 # its taps k = r + s*t (d = 1 where s > 1)
+      select.append((r, u_all - used))
+      counts.append((count, used))
+      low = (used - 1) * dd - first  # reads ct[first + q - t*dd] for t < used, flipped into a correlation
+      ct_pads.append((low, count + (used - 1) * dd - out - low))
+    if any(u == 0 for _, u in counts) or any(q == 0 for q, _ in counts):  # no tap reaches it, or no position
+      parts.append(Array.const(0, ct.dtype, (n_batch, c) + rows))
+      continue
+    index = (slice(None), slice(None)) + tuple(slice(r, r + 1) for r, _ in select) + (slice(None),) + \
+      tuple(slice(start, None) for _, start in select)
+    own_taps = sub[index]._reshape((g * i, og) + tuple(u for _, u in counts))
+    part = conv_nchw(ct, own_taps, (1,) * nsp, ct_pads, (1,) * nsp, sub_dilation, groups)
+    if all(s == 1 for s in strides): return part  # one phase: nothing to interleave
+    # a buffer of its own: inlined into the interleaving below, its reduction would run at every position
+    part = Array(UOp(Ops.CONTIGUOUS, part.dtype, (part.uop,)))
+    parts.append(part._pad(((0, 0), (0, 0)) + tuple((0, m - q) for m, (q, _) in zip(rows, counts))))
+  # (phases..., N, C, Q...) -> (N, C, Q1, s1, Q2, s2, ...) -> (N, C, Q1*s1, ...), cut to the input's size
+  stacked = tnp.stack(parts)._reshape(tuple(strides) + (n_batch, c) + rows)
+  stacked = stacked._permute((nsp, nsp + 1) + tuple(a for ax in range(nsp) for a in (nsp + 2 + ax, ax)))
+  stacked = stacked._reshape((n_batch, c) + tuple(m * s for m, s in zip(rows, strides)))
+  return stacked._shrink(((0, n_batch), (0, c)) + tuple((0, n) for n in x_shape[2:]))
 
 
 def _kernel_gradient(ct: Array, x: Array, w_shape: tuple[int, ...], *config: Any) -> Array:
