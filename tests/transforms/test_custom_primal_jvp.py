@@ -55,3 +55,14 @@ def test_an_argument_kept_as_a_residual_is_not_copied():
   g = tgfn.jit(tgfn.grad(lambda a, b: f(a, b).sum()))  # with respect to x only: y is a residual, not a result
   assert_close(g(x, y), np.cos(X) * X[::-1], 1e-12, 1e-12)
   assert len(g.lower(x, y).kernels) == 1, [k.name for k in g.lower(x, y).kernels]  # cos(x) y, no copy of y
+
+
+def test_the_traced_rules_are_kept_per_shape_and_dtype():
+  """Eager code does not trace the function and both rules at every call (a convolution's rules are big)."""
+  traces = []
+  f = custom_vjp_primal_jvp(lambda x: traces.append(x.shape) or tnp.sin(x))
+  f.defvjp(lambda x: (f.fun(x), x), lambda x, ct: (tnp.cos(x) * ct,))
+  for values in (X, X + 1.0, X[:3]):
+    assert_close(f(tnp.array(values)), np.sin(values), 1e-12, 1e-12)
+  assert traces == [(5,), (5,), (3,), (3,)]  # the function, then the forward rule's call of it, per shape
+  assert_close(tgfn.grad(lambda v: f(v).sum())(tnp.array(X[:3])), np.cos(X[:3]), 1e-12, 1e-12)

@@ -16,6 +16,7 @@ uses the rule, but forward mode (jvp, and so forward-over-reverse) differentiate
 instead of refusing, as `custom_vjp` does. It suits functions whose tangent is cheap through the primal's
 own operations while the automatic reverse pass is not, e.g. a convolution (tgfn/lax/conv.py): its
 tangent is two forward convolutions, but the transpose of its window gather is a slow scatter-like sum.
+It keeps its traced bodies per argument shapes and dtypes instead of tracing at every call.
 """
 from __future__ import annotations
 
@@ -85,11 +86,15 @@ class custom_vjp:
     self.fwd, self.bwd = fwd, bwd
 
   def __call__(self, *args: Any) -> Any:
+    if self._in_fwd: return self.fun(*args)
+    inputs, in_tree = _flat_inputs(args)
+    return _call(*self._trace(args, inputs, in_tree))
+
+  def _trace(self, args: tuple, inputs: list[Array], in_tree: Any) -> tuple[Callable, list[Array], list[UOp], Any]:
+    """(spec factory, inputs, captured values, output tree) of one call: the function and its rules traced."""
     if self.fwd is None or self.bwd is None:
       raise TypeError(f"custom_vjp function {self.fun.__name__} has no rule yet: call {self.fun.__name__}.defvjp(fwd, bwd)")
-    if self._in_fwd: return self.fun(*args)
     name = self.fun.__name__
-    inputs, in_tree = _flat_inputs(args)
     holders = holders_for(inputs)
     primals = unflatten(in_tree, [Array(h) for h in holders])
     with concrete_where_possible(holders, inputs):
@@ -132,8 +137,8 @@ class custom_vjp:
     bwd_inputs = holders + res_holders + ct_holders
     captured = captures((holders, out_uops), (holders, res_uops), (bwd_inputs, in_cts))
     spec = lambda cap: self._spec_type(close(holders + cap, out_uops), close(holders + cap, res_uops),
-                                 close(holders + cap + res_holders + ct_holders, in_cts), len(inputs), name)
-    return _call(spec, inputs, captured, out_tree)
+                                       close(holders + cap + res_holders + ct_holders, in_cts), len(inputs), name)
+    return spec, inputs, captured, out_tree
 
 
 class custom_vjp_primal_jvp(custom_vjp):
@@ -143,6 +148,22 @@ class custom_vjp_primal_jvp(custom_vjp):
   def __init__(self, fun: Callable[..., Any]):
     super().__init__(fun)
     self._spec_type = CustomVJPPrimalJVP
+    self._specs: dict[Any, tuple[CustomVJP, Any]] = {}
+
+  def __call__(self, *args: Any) -> Any:
+    """As custom_vjp's, but the traced spec is kept per argument structure, shapes, dtypes and devices, so
+    that eager code does not trace the function and both rules at every call. Only for functions whose
+    traces depend on nothing else (no Python control flow on values, nothing captured)."""
+    if self._in_fwd: return self.fun(*args)
+    inputs, in_tree = _flat_inputs(args)
+    key = (in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
+    if key not in self._specs:
+      spec_factory, _, captured, out_tree = self._trace(args, inputs, in_tree)
+      if captured: return _call(spec_factory, inputs, captured, out_tree)
+      if len(self._specs) >= 64: self._specs.clear()
+      self._specs[key] = (spec_factory([]), out_tree)
+    spec, out_tree = self._specs[key]
+    return unflatten(out_tree, [Array(u) for u in call_outputs(spec, _uops(inputs))])
 
 
 class custom_jvp:
