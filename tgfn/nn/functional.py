@@ -10,7 +10,7 @@ OIHW, `cross_entropy(logits, labels, reduction='mean', label_smoothing=0.0)`).
 Convolution and pooling make no op of their own: the input is padded, the sliding windows are built
 with movement ops only, and the windows are contracted with the weights (einsum) or reduced (max,
 mean). Movement ops never make kernels, so a convolution is one fused kernel. `conv2d` is
-`tgfn.lax.conv_nchw`, shared with `lax.conv_general_dilated`, whose reverse-mode rule computes the
+`tgfn.lax.conv.conv_nchw`, shared with `lax.conv_general_dilated`, whose reverse-mode rule computes the
 input's gradient as another convolution (as XLA does) instead of transposing the window gather.
 """
 from __future__ import annotations
