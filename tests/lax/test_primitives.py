@@ -115,6 +115,57 @@ def test_conv_grad_vmap_and_jit() -> None:
   assert_close(tgfn.jit(f)(x, w), f(x, w), 1e-12, 1e-12)
 
 
+GRAD_CASES = [  # x shape, w shape, strides, padding, lhs_dilation, rhs_dilation, feature_group_count
+  ((2, 3, 5, 6), (4, 3, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), 1),
+  ((2, 2, 8, 7), (3, 2, 3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), (1, 1), 1),   # (8 + 2 - 3) % 2 != 0
+  ((1, 2, 8, 7), (2, 2, 3, 2), (3, 3), "SAME", (1, 1), (2, 2), 1),             # stride 3 and dilation, batch 1
+  ((1, 4, 6, 5), (8, 1, 3, 3), (2, 1), ((1, 2), (0, 1)), (1, 1), (1, 1), 4),   # depthwise, channel multiplier 2
+  ((2, 2, 4, 5), (3, 2, 2, 3), (1, 2), ((1, -1), (2, 0)), (2, 1), (1, 2), 1),  # lhs dilation, negative padding
+  ((1, 2, 9, 9), (2, 2, 2, 2), (3, 3), ((0, 0), (0, 0)), (1, 1), (1, 1), 1),   # stride > kernel: unread inputs
+  ((2, 2, 9), (3, 2, 3), (2,), ((1, 1),), (1,), (1,), 1),                      # one spatial axis
+]
+
+
+def _conv_of(case: tuple) -> Any:
+  _, _, strides, pads, lhs_d, rhs_d, groups = case
+  return lambda a, b: lax.conv_general_dilated(a, b, strides, pads, lhs_d, rhs_d, feature_group_count=groups)
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=str)
+def test_conv_gradients_match_finite_differences_and_the_window_transpose(case: tuple) -> None:
+  """The reverse-mode rule (the input gradient as a convolution) against finite differences in both modes,
+  and exactly against the automatic derivative of the windowed definition (the transposed window gather)."""
+  from tgfn.lax.conv import _conv_by_windows
+  xs, ws, strides, pads, lhs_d, rhs_d, groups = case
+  rng = np.random.default_rng(5)
+  x, w = tnp.array(rng.normal(size=xs)), tnp.array(rng.normal(size=ws))
+  f = _conv_of(case)
+  check_grads(f, [x, w], order=1)
+  y, pullback = tgfn.vjp(f, x, w)
+  ct = tnp.array(rng.normal(size=y.shape))
+  resolved = lax.padtype_to_pads(xs[2:], [(k - 1) * d + 1 for k, d in zip(ws[2:], rhs_d)], strides, pads) \
+    if isinstance(pads, str) else pads
+  plain = lambda a, b: _conv_by_windows(a, b, strides, resolved, lhs_d, rhs_d, groups)  # noqa: E731
+  for got, want in zip(pullback(ct), tgfn.vjp(plain, x, w)[1](ct)):
+    assert_close(got, want, 1e-12, 1e-12)
+
+
+def test_conv_grad_of_grad_vmap_of_grad_and_jit() -> None:
+  case = GRAD_CASES[1]
+  rng = np.random.default_rng(6)
+  x, w = tnp.array(rng.normal(size=case[0])), tnp.array(rng.normal(size=case[1]))
+  f = _conv_of(case)
+  check_grads(lambda a, b: tnp.tanh(f(a, b)), [x, w], order=2, modes=("rev",))
+  check_grads(f, [x, w], order=2, modes=("fwd",))
+  loss = lambda a, b: (tnp.sin(f(a, b)) ** 2).sum()  # noqa: E731
+  grads = tgfn.grad(loss, argnums=(0, 1))
+  batch = tnp.array(rng.normal(size=(3,) + case[0]))
+  per_example = tgfn.vmap(grads, in_axes=(0, None))(batch, w)
+  for i in range(3):
+    for got, want in zip(per_example, grads(batch[i], w)): assert_close(got[i], want, 1e-12, 1e-12)
+  for got, want in zip(tgfn.jit(grads)(x, w), grads(x, w)): assert_close(got, want, 1e-12, 1e-12)
+
+
 # ---- windowed reductions
 def test_reduce_window_max_and_sum() -> None:
   rng = np.random.default_rng(4)

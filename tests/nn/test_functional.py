@@ -12,6 +12,7 @@ from tests.conftest import assert_close
 from tgfn.nn import functional as F
 from tgfn.schedule.schedule import create_schedule
 from tgfn.test_util import check_grads
+from tgfn.uop.ops import Ops
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((3, 5)).astype(np.float32)
@@ -267,6 +268,48 @@ def test_max_pool_of_integers_pads_with_the_lowest_value():
   lowest = np.iinfo(np.int32).min
   want = np_pool(x, (2, 2), (2, 2), [(1, 0), (1, 0)], (1, 1), lambda p: p.max((-2, -1)), lowest)
   assert_close(F.max_pool2d(arr(x), 2, padding=((1, 0), (1, 0))), want)
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", CONV_CASES)
+def test_conv2d_gradients_match_finite_differences(stride, padding, dilation, groups):
+  x = rng.standard_normal((2, 2, 6, 7))
+  w = rng.standard_normal((4, 2 // groups, 3, 2))
+  b = rng.standard_normal(4)
+  conv = lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+  check_grads(conv, [arr(x), arr(w), arr(b)], order=1)
+  check_grads(lambda x, w: F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups),
+              [arr(x[0]), arr(w)], order=1, modes=("rev",))  # one unbatched example
+
+
+def _executed(kernels, ops):
+  """How many of `ops` the kernels that reduce execute (per lane), each counted once per trip of the loops
+  around it. (Copies, such as the small one of the rearranged kernel, are left out.)"""
+  n = 0
+  for k in kernels:
+    if not any(u.op is Ops.DEFINE_ACC for u in k.linear): continue
+    trips = [1]
+    for u in k.linear:
+      if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
+      elif u.op is Ops.ENDRANGE: trips.pop()
+      elif u.op in ops and (u.op is not Ops.MUL or u.dtype.is_float): n += trips[-1] * u.dtype.count
+  return n
+
+
+def test_strided_conv2d_input_gradient_is_a_convolution_without_index_division():
+  """The input gradient of a stride-2 convolution is itself a convolution (forward-style reads), not the
+  transpose of the window gather, whose reductions divided and took remainders for almost every multiply;
+  and each phase of the input's positions multiplies only its own taps (no zeros of a dilated cotangent
+  or of unused taps): exactly one multiply per (cotangent element, weight) pair."""
+  x = arr(rng.standard_normal((4, 8, 8, 8)).astype(np.float32))
+  w = arr(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+  ct = arr(rng.standard_normal((4, 16, 4, 4)).astype(np.float32))
+  dx = tgfn.jit(lambda x, w, ct: tgfn.vjp(lambda a: F.conv2d(a, w, stride=2, padding=1), x)[1](ct)[0])
+  kernels = dx.lower(x, w, ct).kernels
+  products, divisions = _executed(kernels, (Ops.MUL,)), _executed(kernels, (Ops.IDIV, Ops.MOD))
+  assert divisions < 0.02 * products, f"{divisions} integer divisions and remainders for {products} multiplies"
+  assert products <= 4 * 16 * 4 * 4 * 8 * 3 * 3, products
+  want = tgfn.vjp(lambda a: F.conv2d(a, w, stride=2, padding=1), x)[1](ct)[0]
+  assert_close(dx(x, w, ct), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 def test_conv_and_pool_under_jit_and_vmap():

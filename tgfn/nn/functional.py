@@ -8,8 +8,10 @@ through it with no rules of their own. Conventions follow JAX where it and PyTor
 OIHW, `cross_entropy(logits, labels, reduction='mean', label_smoothing=0.0)`).
 
 Convolution and pooling make no op of their own: the input is padded, the sliding windows are built
-with movement ops only (`_windows`), and the windows are contracted with the weights (einsum) or
-reduced (max, mean). Movement ops never make kernels, so a convolution is one fused kernel.
+with movement ops only, and the windows are contracted with the weights (einsum) or reduced (max,
+mean). Movement ops never make kernels, so a convolution is one fused kernel. `conv2d` is
+`tgfn.lax.conv.conv_nchw`, shared with `lax.conv_general_dilated`, whose reverse-mode rule computes the
+input's gradient as another convolution (as XLA does) instead of transposing the window gather.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import tgfn.numpy as tnp
 from tgfn import random
 from tgfn.array import Array, as_array
 from tgfn.dtype import DType, dtypes, float_dtype
+from tgfn.lax.conv import _window_axis, conv_nchw
 from tgfn.ops.axes import normalize_axes, normalize_axis
+from tgfn.ops.shape import _promoted
 from tgfn.transforms.api import stop_gradient
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "softmax", "log_softmax", "logsumexp", "one_hot",
@@ -271,33 +275,6 @@ def _padding(padding: Padding, sizes: Sequence[int], kernel: Sequence[int], stri
   return pairs  # type: ignore[return-value]
 
 
-def _window_axis(x: Array, ax: int, k: int, s: int, d: int) -> Array:
-  """Axis `ax` of size n replaced by two axes (o, k) holding x[j * s + t * d] at [j, t], where
-  o = (n - d (k - 1) - 1) // s + 1, from movement ops alone.
-
-  The axis is tiled R times and re-read as k rows of length L = n + d: row t starts at t * L, which
-  is t * d modulo n, so row t is x shifted by t * d (tinygrad's pooling trick). Taking every s-th of
-  the first o * s columns of each row gives the windows. The axis is first padded at the end so that
-  a row holds o * s columns (only matters when s > d k); the padding is never read."""
-  n = x.shape[ax]
-  o = (n - d * (k - 1) - 1) // s + 1
-  if o < 1:
-    raise ValueError(f"the (padded) input size {n} is smaller than the dilated kernel size "
-                     f"{d * (k - 1) + 1}")
-  pre, post = x.shape[:ax], x.shape[ax + 1:]
-  full = lambda axis_shape: pre + axis_shape + post
-  if n < o * s - d: x = tnp.pad(x, [(0, 0)] * len(pre) + [(0, o * s - d - n)] + [(0, 0)] * len(post))
-  n = x.shape[ax]
-  row = n + d
-  repeats = -(-k * row // n)
-  tiled = tnp.broadcast_to(x.reshape(full((1, n))), full((repeats, n))).reshape(full((repeats * n,)))
-  keep = (slice(None),) * len(pre)
-  rows = tiled[keep + (slice(0, k * row),)].reshape(full((k, row)))
-  strided = rows[keep + (slice(None), slice(0, o * s))].reshape(full((k, o, s)))
-  windows = strided[keep + (slice(None), slice(None), slice(0, 1))].reshape(full((k, o)))
-  return tnp.swapaxes(windows, len(pre), len(pre) + 1)
-
-
 def _windows(x: Array, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]) -> Array:
   """(..., H, W) -> (..., OH, OW, KH, KW): the sliding windows over the last two axes."""
   nd = x.ndim
@@ -328,12 +305,12 @@ def conv2d(x: Any, weight: Any, bias: Optional[Any] = None, stride: IntPair = 1,
                      f"got weight {weight.shape}")
   stride, dilation = _pair(stride, "conv2d: stride"), _pair(dilation, "conv2d: dilation")
   pads = _padding(padding, (h, w), (kh, kw), stride, dilation, "conv2d")
-  x = tnp.pad(x, [(0, 0), (0, 0), *pads])
-  win = _windows(x, (kh, kw), stride, dilation)                    # (N, C, OH, OW, KH, KW)
-  oh, ow = win.shape[2:4]
-  win = win.reshape(n, groups, cg, oh, ow, kh, kw)
-  wg = weight.reshape(groups, o // groups, cg, kh, kw)
-  out = tnp.einsum("ngcyxij,gocij->ngoyx", win, wg).reshape(n, o, oh, ow)
+  for (lo, hi), size, k, d in zip(pads, (h, w), (kh, kw), dilation):
+    if size + lo + hi < d * (k - 1) + 1:
+      raise ValueError(f"conv2d: the (padded) input size {size + lo + hi} is smaller than the dilated kernel size "
+                       f"{d * (k - 1) + 1}")
+  x, weight = _promoted([x, weight], None)
+  out = conv_nchw(x, weight, stride, pads, (1, 1), dilation, groups)
   if bias is not None: out = out + _float(bias).reshape(o, 1, 1)
   return out
 

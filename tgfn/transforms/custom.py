@@ -10,10 +10,18 @@ value in a custom rule is an error).
 
 When every argument is concrete (eager code, or inside grad), the traces see concrete values, so
 Python control flow on them works as when the function runs directly.
+
+`custom_vjp_primal_jvp` is an internal variant (not JAX's API) for tgfn's own functions: reverse mode
+uses the rule, but forward mode (jvp, and so forward-over-reverse) differentiates the function itself
+instead of refusing, as `custom_vjp` does. It suits functions whose tangent is cheap through the primal's
+own operations while the automatic reverse pass is not, e.g. a convolution (tgfn/lax/conv.py): its
+tangent is two forward convolutions, but the transpose of its window gather is a slow scatter-like sum.
+It keeps its traced bodies per argument shapes and dtypes instead of tracing at every call.
 """
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.array import Array, as_array
@@ -57,6 +65,11 @@ def _call(spec_factory: Callable[[list[UOp]], Any], inputs: list[Array], capture
   return unflatten(out_tree, [Array(u) for u in results])
 
 
+@dataclass(frozen=True)
+class CustomVJPPrimalJVP(CustomVJP):
+  """A CustomVJP call whose forward-mode derivative is the JVP of `fun` (`custom_vjp_primal_jvp`)."""
+
+
 class custom_vjp:
   """`@custom_vjp def f(x): ...`, then `f.defvjp(f_fwd, f_bwd)` where `f_fwd(*args) -> (out, residuals)`
   and `f_bwd(residuals, out_cotangent) -> tuple of cotangents, one per positional argument`."""
@@ -67,16 +80,21 @@ class custom_vjp:
     self.fwd: Optional[Callable] = None
     self.bwd: Optional[Callable] = None
     self._in_fwd = False  # the usual fwd calls the function itself: that inner call is plain
+    self._spec_type: type[CustomVJP] = CustomVJP
 
   def defvjp(self, fwd: Callable[..., tuple[Any, Any]], bwd: Callable[[Any, Any], tuple]) -> None:
     self.fwd, self.bwd = fwd, bwd
 
   def __call__(self, *args: Any) -> Any:
+    if self._in_fwd: return self.fun(*args)
+    inputs, in_tree = _flat_inputs(args)
+    return _call(*self._trace(args, inputs, in_tree))
+
+  def _trace(self, args: tuple, inputs: list[Array], in_tree: Any) -> tuple[Callable, list[Array], list[UOp], Any]:
+    """(spec factory, inputs, captured values, output tree) of one call: the function and its rules traced."""
     if self.fwd is None or self.bwd is None:
       raise TypeError(f"custom_vjp function {self.fun.__name__} has no rule yet: call {self.fun.__name__}.defvjp(fwd, bwd)")
-    if self._in_fwd: return self.fun(*args)
     name = self.fun.__name__
-    inputs, in_tree = _flat_inputs(args)
     holders = holders_for(inputs)
     primals = unflatten(in_tree, [Array(h) for h in holders])
     with concrete_where_possible(holders, inputs):
@@ -92,11 +110,14 @@ class custom_vjp:
       _check_structure(f"the custom_vjp forward rule of {name}'s output", fwd_tree, fwd_outs, out_tree, outs)
       res_leaves, res_tree = flatten(fwd_out[1])
       # array residuals are outputs of the forward body; anything else (a Python int, a shape) is static
-      res_arrays = [as_array(r) for r in res_leaves if isinstance(r, Array) or hasattr(r, "__array__")]
+      # an argument kept as a residual is not an output of the forward body: the backward body has the
+      # arguments among its inputs (as a body output it would be copied into a buffer of its own)
+      is_array = lambda r: isinstance(r, Array) or hasattr(r, "__array__")  # noqa: E731
+      is_arg = lambda r: isinstance(r, Array) and r.uop in holders  # noqa: E731
+      res_arrays = [as_array(r) for r in res_leaves if is_array(r) and not is_arg(r)]
       res_holders = holders_for(res_arrays)
       it = iter(res_holders)
-      residuals = unflatten(res_tree, [Array(next(it)) if isinstance(r, Array) or hasattr(r, "__array__") else r
-                                       for r in res_leaves])
+      residuals = unflatten(res_tree, [r if is_arg(r) else Array(next(it)) if is_array(r) else r for r in res_leaves])
       float_outs = [o for o in outs if _is_float(o)]
       ct_holders = holders_for(float_outs)
       it = iter(ct_holders)
@@ -115,9 +136,34 @@ class custom_vjp:
     out_uops, res_uops = _uops(outs), _uops(res_arrays)
     bwd_inputs = holders + res_holders + ct_holders
     captured = captures((holders, out_uops), (holders, res_uops), (bwd_inputs, in_cts))
-    spec = lambda cap: CustomVJP(close(holders + cap, out_uops), close(holders + cap, res_uops),
-                                 close(holders + cap + res_holders + ct_holders, in_cts), len(inputs), name)
-    return _call(spec, inputs, captured, out_tree)
+    spec = lambda cap: self._spec_type(close(holders + cap, out_uops), close(holders + cap, res_uops),
+                                       close(holders + cap + res_holders + ct_holders, in_cts), len(inputs), name)
+    return spec, inputs, captured, out_tree
+
+
+class custom_vjp_primal_jvp(custom_vjp):
+  """Internal: a `custom_vjp` whose forward mode differentiates the function itself (see the module's
+  docstring); vmap and reverse mode are custom_vjp's."""
+
+  def __init__(self, fun: Callable[..., Any]):
+    super().__init__(fun)
+    self._spec_type = CustomVJPPrimalJVP
+    self._specs: dict[Any, tuple[CustomVJP, Any]] = {}
+
+  def __call__(self, *args: Any) -> Any:
+    """As custom_vjp's, but the traced spec is kept per argument structure, shapes, dtypes and devices, so
+    that eager code does not trace the function and both rules at every call. Only for functions whose
+    traces depend on nothing else (no Python control flow on values, nothing captured)."""
+    if self._in_fwd: return self.fun(*args)
+    inputs, in_tree = _flat_inputs(args)
+    key = (in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
+    if key not in self._specs:
+      spec_factory, _, captured, out_tree = self._trace(args, inputs, in_tree)
+      if captured: return _call(spec_factory, inputs, captured, out_tree)
+      if len(self._specs) >= 64: self._specs.clear()
+      self._specs[key] = (spec_factory([]), out_tree)
+    spec, out_tree = self._specs[key]
+    return unflatten(out_tree, [Array(u) for u in call_outputs(spec, _uops(inputs))])
 
 
 class custom_jvp:

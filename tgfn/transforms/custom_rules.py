@@ -3,7 +3,8 @@ tgfn/transforms/custom.py). Like the control-flow rules (tgfn/lax/rules.py), eac
 bodies: the rule bodies traced when the function was called, or bodies derived from them.
 
 - custom_vjp, reverse mode: a call of the forward rule's body gives the residuals, a call of the
-  backward rule's body the cotangents. Forward mode: an error, as in JAX.
+  backward rule's body the cotangents. Forward mode: an error, as in JAX, except for the internal
+  `custom_vjp_primal_jvp` (CustomVJPPrimalJVP), whose tangent is the JVP of the function's own body.
 - custom_jvp, forward mode: a call of the JVP rule's body. Reverse mode: a call of its transpose (the
   rule is linear in the tangents, so its reverse-mode derivative with respect to them is the transpose).
 - vmap: every body batched with the same input flags; outputs batched where either the function or
@@ -16,6 +17,7 @@ from typing import Optional, Sequence
 
 from tgfn.array import Array
 from tgfn.lax.rules import _backward, _batch_body, _fresh, _is_float, _or_zeros, _pick
+from tgfn.transforms.custom import CustomVJPPrimalJVP
 from tgfn.uop.body import Body, Call, CustomJVP, CustomVJP, call_outputs, close
 from tgfn.uop.ops import UOp, toposort
 
@@ -69,6 +71,10 @@ def _transposed_jvp(spec: CustomJVP) -> Body:
 def custom_jvp(node: UOp, tangents: Sequence[Ct]) -> list[Ct]:
   """Tangents of every output of a custom call given its sources' tangents (None: zero)."""
   spec, srcs = node.arg[0], list(node.src)
+  if isinstance(spec, CustomVJPPrimalJVP):
+    from tgfn.transforms.jvp import forward
+    outs = spec.fun.instantiate(srcs)
+    return forward(outs, {s: t for s, t, m in zip(srcs, tangents, _arg_mask(spec)) if m and t is not None})
   if isinstance(spec, CustomVJP):
     raise TypeError(f"can't apply forward-mode differentiation (jvp) to the custom_vjp function {spec.name}; "
                     "define it with custom_jvp instead, or differentiate it in reverse mode only")
@@ -96,7 +102,7 @@ def custom_batch(node: UOp, srcs: Sequence[tuple[Array, bool]], size: int) -> li
     fun, out_flags = _batch_body(spec.fun, flags, size)
     fwd, res_flags = _batch_body(spec.fwd, flags, size)
     bwd, ct_flags = _batch_body(spec.bwd, flags + res_flags + _pick(out_flags, out_mask), size)
-    batched = CustomVJP(fun, fwd, _match_batching(bwd, ct_flags, arg_flags, size), spec.n_args, spec.name)
+    batched = type(spec)(fun, fwd, _match_batching(bwd, ct_flags, arg_flags, size), spec.n_args, spec.name)
   outs = call_outputs(batched, [a.uop for a, _ in srcs])
   return [(Array(u), f) for u, f in zip(outs, out_flags)]
 
