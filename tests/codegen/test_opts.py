@@ -161,17 +161,6 @@ def test_a_ragged_tile_repeats_the_last_row(monkeypatch):
   np.testing.assert_allclose(np.asarray(tnp.array(a) @ tnp.array(b)), a @ b, rtol=2e-5, atol=1e-5)
 
 
-def test_a_ragged_tile_of_a_product_overlaps_the_tile_before(monkeypatch):
-  """Where the kernel reads no element it stores, the last ragged tile starts 6 rows before the end instead
-  of clamping each row: one MAX for the tile's start, and each row that start plus a constant (gcc then
-  addresses the six rows of A from one register)."""
-  from tgfn.codegen.pipeline import scalar_passes
-  from tgfn.device import Device
-  ast = scalar_passes(_ast_of(lambda x: x @ tnp.ones((16, 16)), (13, 16)), Device["CPU"].renderer)
-  linear = optimize(ast, _ragged_tile(ast, None))
-  assert sum(1 for u in linear if u.op is Ops.MAX) == 1
-
-
 def _ast_of(fn, shape):
   from tgfn.schedule.schedule import create_schedule
   x = tnp.ones(shape).realize()

@@ -87,29 +87,15 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
 
 def _ragged_upcast(ast: UOp, rng: UOp, inner: UOp, opt: Opt) -> UOp:
   """UPCAST by an amount that does not divide the axis: the axis is rounded up to whole tiles, and the
-  last tile covers the axis's end. A 6-row matmul tile then fits any number of rows.
-
-  Where no element the kernel stores is also read by it, the last tile starts `amount` before the end,
-  overlapping the one before it, whose last elements it computes and stores again with the same values:
-  every row of a tile is then the tile's start plus a constant, so a matmul tile's rows are one address
-  plus fixed offsets (a 1024^2 matmul ran 10% faster per core than with six separately clamped rows).
-  Otherwise -- a donated buffer updated in place, read at the element stored (the jit donates only then,
-  tgfn/engine/jit.py) -- the tile stays put and its extra elements repeat the axis's last element (index
-  clamped to n-1): an overlapping tile would read the elements the one before it already overwrote.
-  That stays right because the linearizer places every load before the first store (linearize.py)."""
+  last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
+  again with the same value. A 6-row matmul tile then fits any number of rows. An in-place update (a
+  donated buffer, read only at the element stored) stays right because the linearizer places every load
+  before the first store (linearize.py)."""
   n = rng.size
   outer = UOp.range(-(-n // opt.amount), rng.arg[0], rng.kind)
-  # min(x, c) written as -max(-x, -c): the index keeps exact bounds for the simplifier
-  if _reads_no_stored_element(ast): index = -((-(outer * opt.amount)).alu(Ops.MAX, UOp.const(rng.dtype, opt.amount - n))) + inner
-  else: index = -((-(outer * opt.amount + inner)).alu(Ops.MAX, UOp.const(rng.dtype, 1 - n)))
+  # min(i, n-1) written as -max(-i, 1-n): the index keeps exact bounds [0, n-1] for the simplifier
+  index = -((-(outer * opt.amount + inner)).alu(Ops.MAX, UOp.const(rng.dtype, 1 - n)))
   return split_range(ast, rng, (outer, inner), index)
-
-
-def _reads_no_stored_element(ast: UOp) -> bool:
-  """Whether no load reads at a store's index: what makes a kernel safe to run on a donated buffer."""
-  nodes = toposort([ast])
-  stored = {u.src[1] for u in nodes if u.op is Ops.STORE}
-  return not any(u.src[1] in stored for u in nodes if u.op is Ops.LOAD)
 
 
 def _swap(ast: UOp, axes: list[UOp], opt: Opt) -> UOp:
