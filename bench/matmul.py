@@ -6,9 +6,9 @@
   torch     a @ b, eager                                                   (MKL / oneDNN)
   tinygrad  TinyJit(lambda a, b: (a @ b).realize()), DEV=CPU               (its default opts, no BEAM)
 
-tgfn (BEAM=2), a variant in the tgfn cell for the --beam-sizes (1024 by default): the same jitted
+tgfn (BEAM=2), a variant in the tgfn cell for the --beam-sizes (1024 and 2048 by default): the same jitted
 product, compiled with BEAM=2 set so its kernels are chosen by timed search (tgfn/codegen/search.py).
-The first run of the script searches (a minute or more per size); the winner is cached on disk, so
+The first run of the script searches (about a minute per size on 2 cores, progress on stderr); the winner is cached on disk, so
 later runs time only the kernels. With BEAM set in the environment the primary tgfn figure is searched too.
 
 Each framework's result is checked against a float64 NumPy product first (max |diff| <= 1e-4 x max
@@ -60,7 +60,7 @@ def main():
   ap = bench_parser(__doc__, rounds=3, round_seconds=2.0)
   ap.add_argument("--sizes", default="1024,2048")
   ap.add_argument("--beam", type=int, default=2, help="tgfn's BEAM width for the variant (0: none)")
-  ap.add_argument("--beam-sizes", default="1024", help="the sizes that get a BEAM variant")
+  ap.add_argument("--beam-sizes", default="1024,2048", help="the sizes that get a BEAM variant")
   args = ap.parse_args()
   if args.quick: args.sizes, args.beam_sizes, args.rounds, args.round_seconds = "128", "128", 2, 0.1
   rep = Report(args)

@@ -157,3 +157,26 @@ def test_jit_beam_argument_overrides_the_variable(beam, monkeypatch):
   np.testing.assert_array_equal(np.asarray(tgfn.jit(lambda v: v * 5.0, beam=0)(tnp.array(x))), x * 5)
   assert SearchCounters.searches == searches + 1
   with pytest.raises(ValueError, match="beam must be a beam width"): tgfn.jit(lambda v: v, beam=-1)(tnp.array(x))
+
+
+def test_the_search_varies_the_heuristic_and_swaps_loops(beam, monkeypatch):
+  """After the heuristic's list, the search tries it varied one opt at a time (another tile amount, an opt
+  left out); the rounds also try exchanging two output loops."""
+  monkeypatch.setattr(search, "MAX_CANDIDATES", 200)
+  calls: list[list] = []  # the candidates of each _evaluate call
+  evaluate = search._Search._evaluate
+  monkeypatch.setattr(search._Search, "_evaluate", lambda self, cands: calls.append(cands) or evaluate(self, cands))
+  rng = np.random.default_rng(0)
+  a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+  np.testing.assert_allclose(np.asarray(tnp.array(a) @ tnp.array(b) + tnp.ones(64)), a @ b + 1, rtol=2e-5, atol=1e-4)
+  # the contraction's search: its first calls time the heuristic's list alone (twice), the next its neighbours
+  at = next(i for i, c in enumerate(calls) if len(c) == 1 and any(o.op is search.OptOps.UPCAST for o in c[0]))
+  (heuristic,) = calls[at]
+  at = next(i for i in range(at + 1, len(calls)) if calls[i] != [heuristic])
+  neighbours = calls[at]
+  upcast = next(i for i, o in enumerate(heuristic) if o.op is search.OptOps.UPCAST)
+  assert heuristic[:upcast] + heuristic[upcast + 1:] in neighbours
+  assert any(len(c) == len(heuristic) and c[upcast].op is search.OptOps.UPCAST and c[upcast] != heuristic[upcast]
+             and c[:upcast] == heuristic[:upcast] for c in neighbours)
+  extended = [c for call in calls[at + 1:] for c in call]
+  assert any(c[-1].op is search.OptOps.SWAP for c in extended)

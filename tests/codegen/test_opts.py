@@ -194,6 +194,23 @@ def test_tile_updates_stand_next_to_their_operands(monkeypatch):
   assert loads_after >= 5, body  # the other five rows' broadcasts come after the first row's updates
 
 
+def test_a_copy_into_panels_reads_blocks_of_rows(monkeypatch):
+  """B's copy into panels walks its depth inside the panels, a row 4 KiB apart per step: the heuristic
+  swaps the two loops and reads 8 rows at a time."""
+  from tgfn.codegen.heuristic import hand_coded_opts
+  from tgfn.codegen.pipeline import scalar_passes
+  from tgfn.device import Device
+  from tgfn.schedule.schedule import create_schedule
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  a, b = tnp.ones((8, 64)).realize(), tnp.ones((64, 1024)).realize()
+  pack = create_schedule([(a @ b).uop])[0].kernel.ast
+  assert [u.size for u in kernel_axes(pack)] == [64, 64, 16]  # panels, depth, columns of a panel
+  opts = hand_coded_opts(scalar_passes(pack, Device["CPU"].renderer), 32, 16)
+  assert opts[1:] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.UPCAST, 0, 8)], opts
+  x, w = _data((8, 64), "float32", 0), _data((64, 1024), "float32", 1)
+  np.testing.assert_allclose(np.asarray(tnp.array(x) @ tnp.array(w)), x @ w, rtol=2e-5, atol=1e-5)
+
+
 def test_narrow_and_shallow_contractions_are_vectorized(monkeypatch):
   """x.T @ g with 10 output columns vectorizes the rows (its loads walk them; each output is stored
   once), and w.T with 10 rows of depth is still packed into panels, so a @ w.T vectorizes its columns."""

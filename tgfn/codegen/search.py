@@ -1,13 +1,14 @@
 """BEAM=n: choose a kernel's opt list by timing real runs instead of trusting the heuristic.
 
-The search starts from two opt lists, none and the heuristic's (tgfn/codegen/heuristic.py). Each round
-extends every member of the beam by one opt -- UPCAST or UNROLL by an amount that divides the axis (or
-an UPCAST whose ragged last tile wastes little), VECTOR at the renderer's width, THREAD -- on every axis
-where it fits, compiles the candidates (at most MAX_CANDIDATES a round), and runs each on scratch
-buffers of the kernel's shapes filled with random data (never the caller's buffers: a kernel may write
-in place). A candidate whose output differs from the heuristic's on the same inputs (beyond the float
-policy's reordering, exactly for integers) is dropped, so the search can make a kernel slower to find
-but never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
+The search starts from the heuristic's opt list (tgfn/codegen/heuristic.py) and its neighbours: the list
+with one opt left out, or with one UPCAST or UNROLL by another amount (another register tile shape, a
+deeper unroll). Each round extends every member of the beam by one opt -- UPCAST or UNROLL by an amount
+that divides the axis (or an UPCAST whose ragged last tile wastes little), VECTOR at the renderer's width,
+THREAD, SWAP of two output loops -- on every axis where it fits, compiles the candidates (at most
+MAX_CANDIDATES a round), and runs each on scratch buffers of the kernel's shapes filled with random data
+(never the caller's buffers: a kernel may write in place). A candidate whose output differs from the
+heuristic's on the same inputs (beyond the float policy's reordering, exactly for integers) is dropped,
+so the search can make a kernel slower to find but never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
 finds nothing faster. The winner is timed once more against the heuristic, interleaved, and kept only if
 it is still faster.
 
@@ -45,7 +46,7 @@ from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 if TYPE_CHECKING:
   from tgfn.schedule.kernelize import LoweredKernel
 
-SEARCH_VERSION = 2           # part of the cache key: bump it when the search or the action space changes
+SEARCH_VERSION = 3           # part of the cache key: bump it when the search or the action space changes
 MAX_CANDIDATES = 30          # candidates compiled and timed per round
 MAX_ROUNDS = 8
 MIN_GAIN = 0.01              # a round must beat the best time by this fraction to go on
@@ -207,13 +208,17 @@ class _Search:
     self.heuristic_time: Optional[float] = None
     self.seen: set[tuple[Opt, ...]] = set()
     self.shuffle = random.Random(0)
+    self.start = time.perf_counter()
 
   def run(self) -> list[Opt]:
     SearchCounters.searches += 1
     heuristic = self._evaluate([self.heuristic])
     if not heuristic: return self.heuristic  # the heuristic's kernel would not build: nothing to compare with
+    # timed again: the first kernel a search runs was measured up to 1.9x slower than the same kernel later
+    # (first touches of the scratch buffers, waking the worker threads), which made every candidate look better
+    heuristic = self._evaluate([self.heuristic]) or heuristic
     self.heuristic_time = heuristic[0][0]
-    beam = sorted(heuristic + (self._evaluate([[]]) if self.heuristic else []), key=lambda r: r[0])[:self.width]
+    beam = sorted(heuristic + self._evaluate(self._neighbours(self.heuristic)), key=lambda r: r[0])[:self.width]
     best, rounds = beam[0][0], 0
     for rounds in range(1, MAX_ROUNDS + 1):
       results = self._evaluate(self._extensions([opts for _, opts in beam]))
@@ -225,6 +230,25 @@ class _Search:
     if winner[1] != self.heuristic and not self._confirm(winner[1]): winner = (self.heuristic_time, self.heuristic)
     self._progress(rounds, winner, final=True)
     return winner[1]
+
+  def _neighbours(self, opts: list[Opt]) -> list[list[Opt]]:
+    """`opts` with one opt left out, or with one UPCAST or UNROLL by another amount: the heuristic's choices
+    varied one at a time (a 4x24 tile for its 6x16, ...); at most MAX_CANDIDATES of them."""
+    out = [opts[:i] + opts[i + 1:] for i in range(len(opts))]
+    for i, o in enumerate(opts):
+      amounts = UPCAST_AMOUNTS if o.op is OptOps.UPCAST else UNROLL_AMOUNTS if o.op is OptOps.UNROLL else ()
+      out += [opts[:i] + [Opt(o.op, o.axis, a)] + opts[i + 1:] for a in amounts if a != o.amount]
+    fresh = []
+    for cand in out:
+      if tuple(cand) in self.seen: continue
+      self.seen.add(tuple(cand))
+      try:
+        apply_opts(self.ast, cand)
+      except OptError:
+        continue
+      fresh.append(cand)
+    self.shuffle.shuffle(fresh)
+    return fresh[:MAX_CANDIDATES]
 
   def _extensions(self, members: list[list[Opt]]) -> list[list[Opt]]:
     """Each member extended by each opt that fits, not tried before; at most MAX_CANDIDATES of them."""
@@ -256,6 +280,9 @@ class _Search:
       if self.vector_width > 1 and all(d in VECTOR_DTYPES for d in self.dtypes) and not (reduce and strict_float()):
         acts.append(Opt(OptOps.VECTOR, i, self.vector_width))
       if not reduce: acts.append(Opt(OptOps.THREAD, i))
+    # the nesting of the output loops (which operand stays in cache while the other streams)
+    outs = [i for i, axis in enumerate(kernel_axes(ast)) if axis.kind is AxisType.GLOBAL]
+    acts += [Opt(OptOps.SWAP, a, b) for a in outs for b in outs if a < b]
     return acts
 
   def _evaluate(self, candidates: list[list[Opt]]) -> list[tuple[float, list[Opt]]]:
@@ -276,8 +303,10 @@ class _Search:
     for (opts, _), binary in zip(sources, binaries):
       if binary is None: continue
       program = self.dev.runtime(self.kernel.name, binary)
-      if not self._correct(program, opts): continue
-      t = self._time(program, best)
+      if (first := self._correct(program, opts)) is None: continue
+      # a candidate whose checking run alone took 3x the best time is timed by that run (a 2048^2 matmul
+      # without its tile runs for seconds)
+      t = first if best is not None and first > 3 * best else self._time(program, best)
       best = t if best is None else min(best, t)
       if settings.DEBUG >= 2: print(f"  BEAM {self.kernel.name}: {_fmt(t):>12} {opts}", file=sys.stderr)
       results.append((t, opts))
@@ -291,17 +320,20 @@ class _Search:
                                 f"skipped ({str(e).splitlines()[0]})")
       return None
 
-  def _correct(self, program: Callable[..., None], opts: list[Opt]) -> bool:
+  def _correct(self, program: Callable[..., None], opts: list[Opt]) -> Optional[float]:
+    """The time of one run of `program` if its output matches the heuristic's, else None."""
     self.buffers[0].copyin(self.first_out)
+    t0 = time.perf_counter()
     program(*self.args)
+    elapsed = time.perf_counter() - t0
     SearchCounters.runs += 1
     out = self.buffers[0].numpy()
     if self.reference is None:
       self.reference = out
-      return True
-    if outputs_match(out, self.reference, self.dtypes[0]): return True
+      return elapsed
+    if outputs_match(out, self.reference, self.dtypes[0]): return elapsed
     if settings.DEBUG >= 2: print(f"  BEAM {self.kernel.name}: {opts} differs from the heuristic's output: dropped", file=sys.stderr)
-    return False
+    return None
 
   def _time(self, program: Callable[..., None], best: Optional[float], min_runs: int = 3) -> float:
     """Median of at least `min_runs` runs (up to 10 while under 2 ms in all); a candidate far slower
@@ -331,9 +363,12 @@ class _Search:
   def _progress(self, rnd: int, best: tuple[float, list[Opt]], final: bool) -> None:
     """One line per kernel on stderr (rewritten in place on a terminal)."""
     t, opts = best
-    line = (f"BEAM={self.width} {self.kernel.name}: round {rnd}, best {_fmt(t)} vs heuristic "
-            f"{_fmt(self.heuristic_time)} ({self.heuristic_time / max(t, 1e-12):.2f}x) {opts}")
+    line = (f"BEAM={self.width} {self.kernel.name}: round {rnd}{' (done)' if final else ''}, {len(self.seen)} tried in "
+            f"{time.perf_counter() - self.start:.1f} s, best {_fmt(t)} vs heuristic {_fmt(self.heuristic_time)} "
+            f"({self.heuristic_time / max(t, 1e-12):.2f}x) {opts}")
+    # a search of a long kernel takes minutes: off a terminal, each round gets a line once it takes a while
     tty = sys.stderr.isatty()
     if final: print(("\r\033[K" if tty else "") + line, file=sys.stderr, flush=True)
     elif tty: print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+    elif time.perf_counter() - self.start > 10: print(line, file=sys.stderr, flush=True)
 
