@@ -9,7 +9,7 @@ reduction of huge sin/cos arguments). Each function reduces its argument to a sm
 evaluates a polynomial there and undoes the reduction exactly:
 
   exp2(x) = 2^n * 2^f       n = round(x), f in [-0.5, 0.5]; 2^n is built in the exponent bits
-                            (an x that is an integer by construction, as exp's 2^n, skips 2^f)
+                            (an x that is an integer by construction, as exp2 of an int array, skips 2^f)
   log2(x) = e + log2(m)     x = m * 2^e with m in [sqrt(1/2), sqrt(2)), read from the bits;
                             log2(m) = 2/ln2 * atanh(t), t = (m - 1) / (m + 1), an odd series in t
   sin(x)  = +-sin(r) or +-cos(r)   x = n * pi/2 + r, |r| <= pi/4, the quadrant n mod 4 picks which;
@@ -212,7 +212,7 @@ def _pow2(n: UOp, fmt: _Format, dtype: DType) -> UOp:
 
 def _integral(x: UOp) -> bool:
   """Whether x's value is an integer (or inf, or NaN) by construction: a TRUNC, an integer constant or
-  cast, or sums, differences, products and negations of such (exp builds 2^n from exp2 of these)."""
+  cast, or sums, differences, products and negations of such (exp2 of an int array, say)."""
   stack, seen = [x], set()
   while stack:
     u = stack.pop()

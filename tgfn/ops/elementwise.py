@@ -18,7 +18,7 @@ import numpy as np
 
 from tgfn.array import Array, as_array, broadcast_shapes, device_put, promote
 from tgfn.dtype import dtypes, float_dtype, result_type
-from tgfn.uop.ops import Ops
+from tgfn.uop.ops import Ops, UOp
 from tgfn.viz.locations import at_user_line
 
 LOG2_E = 1.0 / math.log(2.0)
@@ -349,23 +349,48 @@ def cbrt(x: Array) -> Array:
 # ln 2 = hi + lo with hi's low bits zero, so n * hi is exact for |n| < 2^9 (float32) or 2^21 (float64)
 _LN2_SPLIT = {dtypes.float32: (0.693145751953125, 1.4286068203094173e-06),
               dtypes.float64: (0.6931471803691238, 1.9082149292705877e-10)}
-# beyond these |x| exp is 0 or inf; clamping keeps 2^n's two factors finite or zero as they should be
+# beyond these |x| exp is 0 or inf; clamping keeps n (and f) finite
 _EXP_CLAMP = {dtypes.float32: 200.0, dtypes.float64: 1500.0}
+# a float's layout for building 2^k from bits: the same-size integer type, explicit mantissa bits, exponent bias
+_FLOAT_BITS = {dtypes.float32: (dtypes.int32, 23, 127), dtypes.float64: (dtypes.int64, 52, 1023)}
+
+
+def _power_of_two(k: Array, dtype: Any) -> Array:
+  """2^k for integers k (of the same-size integer type) in [1 - bias, bias]: k + bias in the exponent field."""
+  bits, mantissa, bias = _FLOAT_BITS[dtype]
+  biased = k._alu(Ops.ADD, Array.const(bias, bits, k.shape))
+  return Array(UOp(Ops.BITCAST, dtype, (biased._alu(Ops.SHL, Array.const(mantissa, bits, k.shape)).uop,)))
+
+
+def _scale_by_power_of_two(p: Array, n: Array) -> Array:
+  """p * 2^n for p in (1/2, 2) and an integer-valued float n, rounded once, overflowing to inf and
+  underflowing gradually, as (p * 2^a) * 2^b with a + b = n: both factors and p * 2^a are normal numbers,
+  so only the last product rounds. Each factor is built from bits (no exp2 call, whose lane-by-lane libm
+  call dominated small softmax kernels). Beyond |n| = 2 (bias - 2) the result is inf or 0 anyway, so n
+  is clamped there (a NaN n goes to the low end; p is NaN then and makes the result NaN)."""
+  bits, mantissa, bias = _FLOAT_BITS[p.dtype]
+  limit = 2 * (bias - 2)
+  n = (n > -limit)._alu(Ops.WHERE, (n < limit)._alu(Ops.WHERE, n, _const_like(n, limit)), _const_like(n, -limit))
+  # n + M (M = 1.5 * 2^mantissa) holds n in its low mantissa bits: the bits less M's are n as an integer
+  magic = 1.5 * 2.0 ** mantissa
+  magic_bits = int(np.array(magic, p.dtype.name).view(bits.name))
+  k = Array(UOp(Ops.BITCAST, bits, ((n + magic).uop,)))._alu(Ops.SUB, Array.const(magic_bits, bits, n.shape))
+  a = k._alu(Ops.SHR, Array.const(1, bits, n.shape))  # floor(k / 2): a and k - a lie in [-(bias - 2), bias - 2]
+  return (p * _power_of_two(a, p.dtype)) * _power_of_two(k._alu(Ops.SUB, a), p.dtype)
 
 
 @_halves_in_float32
 def exp(x: Array) -> Array:
   """exp(x) = 2^n * 2^f with n = trunc(x / ln 2) and f = (x - n ln 2) / ln 2, the product n ln 2 carried in
   two parts (Cody-Waite): a plain exp2(x / ln 2) would scale the quotient's rounding by |x| (60 ulp at
-  x = 88). 2^n is two exact exp2 of integers, so the result rounds once and overflows or underflows
+  x = 88). 2^n is built exactly from exponent bits, so the result rounds once and overflows or underflows
   (gradually) only there."""
   hi, lo = _LN2_SPLIT[x.dtype]
   bound = _EXP_CLAMP[x.dtype]
   x = (x < -bound)._alu(Ops.WHERE, _const_like(x, -bound), (x > bound)._alu(Ops.WHERE, _const_like(x, bound), x))
   n = trunc(x * LOG2_E)
   f = ((x - n * hi) - n * lo) * LOG2_E  # x - n * hi is exact (Sterbenz)
-  half = trunc(n * 0.5)
-  return f._alu(Ops.EXP2) * half._alu(Ops.EXP2) * (n - half)._alu(Ops.EXP2)
+  return _scale_by_power_of_two(f._alu(Ops.EXP2), n)
 
 
 @_halves_in_float32
