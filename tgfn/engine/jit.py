@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 from tgfn.device import Buffer, Device
 from tgfn.engine import plan_cache as plan_caching
 from tgfn.engine.call import call_groups, run_call
-from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels
+from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels, home_device
 from tgfn.helpers import settings
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
@@ -109,9 +109,7 @@ class CompiledGraph:
   def _schedule(self, inputs: Sequence[UOp], outputs: Sequence[UOp]) -> dict[UOp, int]:
     """Schedule and compile: fill slots, captured constants, steps and output slots. Returns node -> slot."""
     slot_of: dict[UOp, int] = {p: i for i, p in enumerate(inputs)}
-    # as in tgfn/engine/realize.py: constant-only values run where the inputs live (a kernel on the default
-    # device would hand its buffer to kernels of another one: an OpenCL cl_mem read as a CPU address)
-    home = self.device or next((d for p in (*inputs, *outputs) if (d := p.device) is not None), None) or Device.DEFAULT
+    home = self.device or home_device((*inputs, *outputs))
     place = (lambda node: SlotInfo.of(node, home)) if self.device is None else self._body_slot
     self.slots = [place(p) for p in inputs]
     self.fixed: dict[int, Buffer] = {}   # captured constants and planned intermediates

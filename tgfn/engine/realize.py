@@ -7,7 +7,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from tgfn.codegen.decompositions import transcendental_switch
 from tgfn.codegen.opts import Opt
@@ -277,6 +277,13 @@ class _Plan:
 _plans: OrderedDict[tuple, _Plan] = OrderedDict()
 
 
+def home_device(nodes: Sequence[UOp]) -> str:
+  """Where a value computed from constants alone runs: where the graph's inputs live (the first node with a
+  device), else on the default device. A kernel on the default device would hand its buffer to kernels of
+  another one: an OpenCL cl_mem read as a CPU address."""
+  return next((d for n in nodes if (d := n.device) is not None), None) or Device.DEFAULT
+
+
 def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   """Schedule, lower and compile `outs` once, recording the work in terms of slots and PARAM positions."""
   Counters.schedules += 1
@@ -290,9 +297,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
   if settings.DEBUG >= 3: debug.print_schedule(items, graphs)
   groups = call_groups(items)
-  # a value computed from constants alone has no device: it runs where the graph's inputs live, else on
-  # the default device (a kernel on the default device would hand its buffer to kernels of another one)
-  home = next((d for g in graphs if (d := g.device) is not None), None) or Device.DEFAULT
+  home = home_device(graphs)
   for item in items:
     device = item.output.device or home
     if item.kernel is None and item.output.op is Ops.CALL:  # a sub-graph call computes all of its outputs at its first one
