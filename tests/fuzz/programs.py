@@ -368,7 +368,11 @@ def index_strategy(draw: Any, shape: tuple[int, ...]) -> Any:
       items.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, 3, -1, -2]))))
   if items and draw(st.booleans()): items = items[:draw(st.integers(0, len(items)))]  # trailing axes implicit
   if draw(st.booleans()): items.insert(draw(st.integers(0, len(items))), None)
-  if draw(st.booleans()) and kind == "basic": items.insert(draw(st.integers(0, len(items))), Ellipsis)
+  if draw(st.booleans()) and kind == "basic":
+    at = draw(st.integers(0, len(items)))
+    # an Ellipsis before items binds them to the trailing axes: only where every axis has its item (the
+    # Ellipsis then stands for none), else after them
+    items.insert(at if sum(i is not None for i in items) == len(shape) else len(items), Ellipsis)
   return tuple(items)
 
 
