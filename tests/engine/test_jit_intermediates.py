@@ -7,6 +7,7 @@ import tgfn
 import tgfn.numpy as tnp
 from tgfn.device import Device
 from tgfn.engine.call import BufferView
+from tgfn.engine.jit import PREFAULT_BYTES
 
 
 def _chain(x):
@@ -30,3 +31,17 @@ def test_a_smaller_intermediate_lives_in_a_freed_larger_block():
   assert graph.intermediate_bytes == (64 + 32) * 4, "two blocks made for three intermediates"
   np.testing.assert_allclose(out.numpy(), np.asarray(_chain(tnp.array(x))), rtol=1e-6)
   np.testing.assert_allclose(f(tnp.array(x)).numpy(), out.numpy(), rtol=0)  # the generated replay: the same
+
+
+def test_large_intermediate_blocks_are_prefaulted_once_when_planned(monkeypatch):
+  allocator = Device[Device.DEFAULT].allocator
+  if not hasattr(allocator, "prefault"): pytest.skip("the device's allocator maps pages on demand only")
+  calls = []
+  monkeypatch.setattr(allocator, "prefault", lambda handle, nbytes: calls.append(nbytes), raising=False)
+  rows = PREFAULT_BYTES // 4 * 2  # the row sums: an intermediate of twice the threshold
+  f = tgfn.jit(lambda x: x - x.sum(axis=1, keepdims=True))
+  x = np.ones((rows, 3), np.float32)
+  np.testing.assert_array_equal(f(tnp.array(x)).numpy(), x - 3)
+  assert calls == [rows * 4]
+  f(tnp.array(x))
+  assert calls == [rows * 4], "mapped once, when the graph is planned, not at every call"

@@ -76,6 +76,11 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
   return [substitute(o, params) for o in outputs] if params else list(outputs)
 
 
+# Intermediates of this size and more have their pages mapped when planned, where the allocator can do so
+# at once (`prefault`): cheaper than the page faults of the first call's kernels
+PREFAULT_BYTES = 64 << 10
+
+
 class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit",
                plan_cache: bool = False, device: Optional[str] = None):
@@ -223,6 +228,9 @@ class CompiledGraph:
         if last_use[s] == i and s in block_of:
           block = block_of.pop(s)
           free.setdefault(self._free_key(block.device, block.dtype, block.size), []).append(block)
+    for block in (b for blocks in free.values() for b in blocks):  # every block is free after the last step
+      prefault = getattr(Device[block.device].allocator, "prefault", None)
+      if prefault is not None and block.nbytes >= PREFAULT_BYTES: prefault(block.handle, block.nbytes)
 
   @staticmethod
   def _free_key(device: str, dtype: Any, size: int) -> tuple:
