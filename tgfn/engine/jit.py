@@ -13,6 +13,7 @@ kernel sources, so another process rebuilds it without scheduling.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -92,15 +93,16 @@ class CompiledGraph:
     self.name = name  # what DEBUG lines call it
     self.n_inputs = len(inputs)
     key = plan_caching.graph_key(inputs, outputs, donated) if plan_cache and plan_caching.enabled() else None
-    plan = plan_caching.load(key, len(inputs)) if key is not None else None
+    # a stored plan's memory is laid out (and its pages mapped, on another thread) while its kernels load
+    plan = plan_caching.load(key, len(inputs), lambda p: self._lay_out(p, key.captured)) if key is not None else None
     self.from_plan = plan is not None
-    if plan is not None: self._restore(plan, key.captured)
+    if plan is not None: self._restore_kernels(plan)
     else:
       slot_of = self._schedule(inputs, bake_params(outputs))
       self.donation = self._plan_donation(set(donated))
       if key is not None and (stored := self._as_plan(slot_of, key.captured)) is not None:
         plan_caching.store(key, stored)
-    self._plan_intermediates()
+      self._plan_intermediates()
     self._prepare_launches()
 
   def _body_slot(self, node: UOp) -> SlotInfo:
@@ -175,18 +177,25 @@ class CompiledGraph:
                              {s: captured_index[node_of[s]] for s in self.fixed}, kernels, steps, self.output_slots,
                              dict(self.donation), {d: plan_caching.compiler_key(d) for d in sorted(devices)})
 
-  def _restore(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
-    """Take slots, steps and kernels from a stored plan (its programs loaded); the captured constants are
-    this trace's."""
+  def _lay_out(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
+    """Take slots and steps from a stored plan (kernels to come: `_restore_kernels`) and plan the
+    intermediates; the captured constants are this trace's."""
     self.slots = [SlotInfo(device, size, dtype, shape) for device, size, dtype, shape in plan.slots]
     self.fixed = {s: captured[c].buffer for s, c in plan.captured.items()}
-    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
-               for k, program in zip(plan.kernels, plan.programs)]
-    self.steps = [Step(None if k < 0 else kernels[k], None, slots, n_out) for k, slots, n_out in plan.steps]
+    self.steps = [Step(None, None, slots, n_out) for _, slots, n_out in plan.steps]
     self.output_slots = list(plan.outputs)
     self.donation = dict(plan.donation)
+    self._plan_intermediates()
+
+  def _restore_kernels(self, plan: plan_caching.Plan) -> None:
+    """Give the laid-out steps the stored plan's kernels (their programs loaded)."""
+    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
+               for k, program in zip(plan.kernels, plan.programs)]
+    for step, (k, _, _) in zip(self.steps, plan.steps):
+      if k >= 0: step.kernel = kernels[k]
 
   def _prepare_launches(self) -> None:
+    if self._prefaulting is not None: self._prefaulting.join()
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
     # the launch list the replay loop walks: (program, slots, kind): a kernel takes raw arguments, a call
     # its slots' Buffers, a copy (program None) copies slot 1 into slot 0
@@ -228,9 +237,15 @@ class CompiledGraph:
         if last_use[s] == i and s in block_of:
           block = block_of.pop(s)
           free.setdefault(self._free_key(block.device, block.dtype, block.size), []).append(block)
-    for block in (b for blocks in free.values() for b in blocks):  # every block is free after the last step
-      prefault = getattr(Device[block.device].allocator, "prefault", None)
-      if prefault is not None and block.nbytes >= PREFAULT_BYTES: prefault(block.handle, block.nbytes)
+    # every block is free after the last step; the large ones have their pages mapped on another thread
+    # (a system call: no lock held), joined before the first launch
+    mapped = [(prefault, block.handle, block.nbytes) for block in (b for blocks in free.values() for b in blocks)
+              if block.nbytes >= PREFAULT_BYTES and (prefault := getattr(Device[block.device].allocator, "prefault", None))]
+    self._prefaulting = None
+    if mapped:
+      self._prefaulting = threading.Thread(target=lambda: [fn(handle, n) for fn, handle, n in mapped], daemon=True,
+                                           name="tgfn-prefault")
+      self._prefaulting.start()
 
   @staticmethod
   def _free_key(device: str, dtype: Any, size: int) -> tuple:

@@ -191,9 +191,10 @@ class Plan:
     return plan
 
 
-def load(key: GraphKey, n_inputs: int) -> Optional[Plan]:
+def load(key: GraphKey, n_inputs: int, parsed: Optional[Callable[[Plan], None]] = None) -> Optional[Plan]:
   """The plan stored under `key` with its kernels loaded, or None: missing, damaged, made for another
-  compiler, or its kernels cannot be loaded (then with a warning)."""
+  compiler, or its kernels cannot be loaded (then with a warning). `parsed(plan)`, if given, runs once the
+  plan is read and checked, before its kernels load (work that does not need them can start meanwhile)."""
   if (payload := cache_read("plans", key.key)) is None:
     Counters.misses += 1
     return None
@@ -203,6 +204,7 @@ def load(key: GraphKey, n_inputs: int) -> Optional[Plan]:
   except (ValueError, KeyError, TypeError, IndexError, AttributeError):
     Counters.misses += 1
     return None
+  if parsed is not None: parsed(plan)
   try:
     plan.programs = load_programs(plan.kernels)
   except Exception as e:  # parsed, but names a device this process lacks, or a function its binary lacks
