@@ -144,8 +144,17 @@ def _executable_identity(argv: list[str]) -> str:
 _target_macros: dict[tuple[str, ...], str] = {}
 
 
+# A kernel library links only libgcc's helpers (float16 conversions): its other outside symbols (libm's
+# exp2f, log2f, ...; the pool's tg_parallel_for) resolve when it is loaded, against the process (CPython links
+# libc and libm) and the pool, which every kernel load comes after (CPUProgram) and which links libm itself.
+# Not reading libc's and libm's link scripts and libraries saves ~7 of the ~30 ms of CPU a compiler process
+# costs before any code (the MLP step's first call runs five).
+KERNEL_LINK = ("-nostdlib", "-lgcc")
+
+
 class CCompiler(Compiler):
   extra_flags: tuple[str, ...] = ()  # e.g. -pthread for the worker pool
+  link_flags: tuple[str, ...] = KERNEL_LINK
 
   def __init__(self) -> None:
     self.cc: Optional[list[str]] = None
@@ -154,7 +163,7 @@ class CCompiler(Compiler):
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags])} light:{' '.join(LIGHT_OPT)} "
+    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} "
             f"cpu:{cpu_model()} target:{target}")
 
   def target_macros(self) -> str:
@@ -189,8 +198,8 @@ class CCompiler(Compiler):
     name = " ".join(cc)
     CompilerRuns.add()
     try:
-      proc = subprocess.run([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", "-o", str(out)], input=src.encode(),
-                            capture_output=True, env=env)
+      proc = subprocess.run([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
+                            input=src.encode(), capture_output=True, env=env)
       if proc.returncode != 0:
         raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
       binary = out.read_bytes() if out.is_file() else b""
