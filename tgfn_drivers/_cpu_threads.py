@@ -267,6 +267,7 @@ def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
       from tgfn_drivers.cpu import CCompiler  # imported here: cpu.py imports this module
       compiler = CCompiler()
       compiler.extra_flags = ("-pthread",)
+      compiler.link_flags = ("-Wl,--no-as-needed", "-lm")  # the kernels' libm, whatever the process links
       binary = compiler.compile_cached(POOL_SOURCE) if compile else compiler.cached(POOL_SOURCE)
       if binary is None: return None
       with tempfile.NamedTemporaryFile(prefix="tgfn-pool-", suffix=".so") as f:

@@ -2,6 +2,7 @@
 system header, yet every C library function a kernel may call is declared; small kernels compile with
 lighter optimization (as do contractions), in units of their own; the last units of a batch are split over
 the compiler processes; a warm batch reads its units on the calling thread."""
+import ctypes
 import subprocess
 
 import numpy as np
@@ -137,3 +138,22 @@ def test_a_warm_batch_reads_its_units_without_starting_a_thread(fresh, monkeypat
   fresh.clear()
   _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
   assert fresh == []
+
+
+def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monkeypatch):
+  commands = []
+  real_run = subprocess.run
+  monkeypatch.setattr(cpu.subprocess, "run", lambda argv, **kw: commands.append(list(argv)) or real_run(argv, **kw))
+  calls = " + ".join(f"{C.math(op, dtypes.float32)}(x)" for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT))
+  src = cpu.LIGHT_MARK + C.prelude + (f"void k_link(float* restrict out, double y) {{ float x = (float)(_Float16)y; "
+                                      f"out[0] = {calls}; }}\n")  # libm's functions, and libgcc's float16 helper
+  program = cpu.CPUProgram("k_link", cpu.CCompiler().compile(src))
+  (argv,) = [a for a in commands if "-shared" in a and "-pthread" not in a]  # (not the pool's, nor a macro query)
+  assert argv[-4:-2] == list(cpu.KERNEL_LINK) and "-nostdlib" in argv, "a kernel unit skips libc's and libm's link"
+  out = np.zeros(1, np.float32)
+  program(ctypes.c_void_p(out.ctypes.data), ctypes.c_double(1.5))
+  x = np.float32(np.float16(1.5))
+  np.testing.assert_allclose(out[0], np.exp2(x) + np.log2(x) + np.sin(x) + np.sqrt(x), rtol=1e-6)
+  pool = cpu.CCompiler()
+  pool.link_flags = ("-Wl,--no-as-needed", "-lm")  # as tgfn_drivers/_cpu_threads.py builds the pool
+  assert "-nostdlib" not in pool.cachekey and "-nostdlib" in cpu.CCompiler().cachekey

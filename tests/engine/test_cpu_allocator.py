@@ -29,3 +29,19 @@ def test_without_madvise_large_blocks_still_work(monkeypatch):
   monkeypatch.setattr(cpu, "_madvise", None)
   x = np.random.default_rng(0).standard_normal(3 << 20).astype(np.float32)  # 12 MiB
   np.testing.assert_array_equal(np.asarray(tnp.array(x) * 2), x * 2)
+
+
+def test_prefault_maps_whole_pages_around_a_block_and_keeps_its_contents(monkeypatch):
+  calls = []
+  real = cpu._madvise
+  monkeypatch.setattr(cpu, "_madvise", lambda ptr, size, advice: (calls.append((ptr, size, advice)), real(ptr, size, advice))[1])
+  allocator = cpu.MallocAllocator()
+  nbytes = 300_000
+  block = allocator.alloc(nbytes)
+  data = np.arange(nbytes // 4, dtype=np.float32)
+  allocator.copyin(block, memoryview(data).cast("B"))
+  allocator.prefault(block, nbytes)
+  [(ptr, size, advice)] = calls
+  assert advice == 23 and ptr % 4096 == 0 and size % 4096 == 0 and ptr <= block and block + nbytes <= ptr + size
+  np.testing.assert_array_equal(np.frombuffer(allocator.copyout(block, nbytes), np.float32), data)
+  allocator.free(block)

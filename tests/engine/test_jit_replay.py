@@ -8,6 +8,7 @@ import tgfn
 import tgfn.numpy as tnp
 from tgfn import nn
 from tgfn.device import Device
+from tgfn.engine.jit import CompiledGraph
 from tgfn.helpers import Context
 
 
@@ -101,3 +102,18 @@ def test_rebuilding_a_sequential_does_not_flatten_its_layers(monkeypatch):
   monkeypatch.setattr(tgfn.tree, "leaves", lambda *a, **k: pytest.fail("a layer was flattened"))
   rebuilt = nn.Sequential(model.layers)  # what unflattening a jit output does
   assert [type(lay) for lay in rebuilt.layers] == [nn.Linear, nn.Lambda]
+
+
+def test_the_first_call_runs_the_generic_loop_and_the_second_generates_the_replay(monkeypatch):
+  made = []
+  make = CompiledGraph._make_replay
+  monkeypatch.setattr(CompiledGraph, "_make_replay", lambda self: made.append(1) or make(self))
+  step = tgfn.jit(_step, donate_argnums=(0, 1))
+  p, m, g = _inputs()
+  expected = [np.asarray(v) for v in _step(tnp.array(p), tnp.array(m), tnp.array(g))]
+  outs = [step(tnp.array(p), tnp.array(m), tnp.array(g))]
+  assert made == [], "the first call should not wait for the straight-line replay to be generated"
+  outs += [step(tnp.array(p), tnp.array(m), tnp.array(g)) for _ in range(2)]
+  assert made == [1], "the second call generates it, once"
+  for out in outs:
+    for a, b in zip(out, expected): np.testing.assert_allclose(a.numpy(), b, rtol=1e-6)

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from tgfn.device import Allocator, Buffer, Device, HostAllocator
+from tgfn.dtype import DType
 from tgfn.uop.body import Body, Call, CallSpec, Cond, CustomJVP, CustomVJP, Scan, While
 from tgfn.uop.ops import UOp
 
@@ -32,11 +33,12 @@ _NO_FREE = _NoFree()
 
 
 class BufferView(Buffer):
-  """`size` elements of `base` starting at element `offset`: kernels read and write the base's memory."""
+  """`size` elements of `base` starting at element `offset`: kernels read and write the base's memory. With
+  `dtype` (a device whose handles are addresses), the view's elements are of that type instead."""
   __slots__ = ("base",)
 
-  def __init__(self, base: Buffer, offset: int, size: int):
-    super().__init__(base.device, size, base.dtype)
+  def __init__(self, base: Buffer, offset: int, size: int, dtype: Optional[DType] = None):
+    super().__init__(base.device, size, dtype or base.dtype)
     self.base = base
     handle, start = base.handle, offset * base.dtype.itemsize
     if isinstance(handle, np.ndarray): self._handle = handle[start:start + self.nbytes]  # host memory (PYTHON)

@@ -13,13 +13,14 @@ kernel sources, so another process rebuilds it without scheduling.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from tgfn.device import Buffer, Device
 from tgfn.engine import plan_cache as plan_caching
-from tgfn.engine.call import call_groups, run_call
+from tgfn.engine.call import BufferView, call_groups, run_call
 from tgfn.engine.realize import CompiledKernel, Counters, compile_kernels, home_device
 from tgfn.helpers import settings
 from tgfn.ops.host import run_host
@@ -76,6 +77,11 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
   return [substitute(o, params) for o in outputs] if params else list(outputs)
 
 
+# Intermediates of this size and more have their pages mapped when planned, where the allocator can do so
+# at once (`prefault`): cheaper than the page faults of the first call's kernels
+PREFAULT_BYTES = 64 << 10
+
+
 class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit",
                plan_cache: bool = False, device: Optional[str] = None):
@@ -87,15 +93,16 @@ class CompiledGraph:
     self.name = name  # what DEBUG lines call it
     self.n_inputs = len(inputs)
     key = plan_caching.graph_key(inputs, outputs, donated) if plan_cache and plan_caching.enabled() else None
-    plan = plan_caching.load(key, len(inputs)) if key is not None else None
+    # a stored plan's memory is laid out (and its pages mapped, on another thread) while its kernels load
+    plan = plan_caching.load(key, len(inputs), lambda p: self._lay_out(p, key.captured)) if key is not None else None
     self.from_plan = plan is not None
-    if plan is not None: self._restore(plan, key.captured)
+    if plan is not None: self._restore_kernels(plan)
     else:
       slot_of = self._schedule(inputs, bake_params(outputs))
       self.donation = self._plan_donation(set(donated))
       if key is not None and (stored := self._as_plan(slot_of, key.captured)) is not None:
         plan_caching.store(key, stored)
-    self._plan_intermediates()
+      self._plan_intermediates()
     self._prepare_launches()
 
   def _body_slot(self, node: UOp) -> SlotInfo:
@@ -170,18 +177,25 @@ class CompiledGraph:
                              {s: captured_index[node_of[s]] for s in self.fixed}, kernels, steps, self.output_slots,
                              dict(self.donation), {d: plan_caching.compiler_key(d) for d in sorted(devices)})
 
-  def _restore(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
-    """Take slots, steps and kernels from a stored plan (its programs loaded); the captured constants are
-    this trace's."""
+  def _lay_out(self, plan: plan_caching.Plan, captured: list[UOp]) -> None:
+    """Take slots and steps from a stored plan (kernels to come: `_restore_kernels`) and plan the
+    intermediates; the captured constants are this trace's."""
     self.slots = [SlotInfo(device, size, dtype, shape) for device, size, dtype, shape in plan.slots]
     self.fixed = {s: captured[c].buffer for s, c in plan.captured.items()}
-    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
-               for k, program in zip(plan.kernels, plan.programs)]
-    self.steps = [Step(None if k < 0 else kernels[k], None, slots, n_out) for k, slots, n_out in plan.steps]
+    self.steps = [Step(None, None, slots, n_out) for _, slots, n_out in plan.steps]
     self.output_slots = list(plan.outputs)
     self.donation = dict(plan.donation)
+    self._plan_intermediates()
+
+  def _restore_kernels(self, plan: plan_caching.Plan) -> None:
+    """Give the laid-out steps the stored plan's kernels (their programs loaded)."""
+    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
+               for k, program in zip(plan.kernels, plan.programs)]
+    for step, (k, _, _) in zip(self.steps, plan.steps):
+      if k >= 0: step.kernel = kernels[k]
 
   def _prepare_launches(self) -> None:
+    if self._prefaulting is not None: self._prefaulting.join()
     self.kernels = [s.kernel for s in self.steps if s.kernel is not None]
     # the launch list the replay loop walks: (program, slots, kind): a kernel takes raw arguments, a call
     # its slots' Buffers, a copy (program None) copies slot 1 into slot 0
@@ -195,26 +209,60 @@ class CompiledGraph:
                            if s >= self.n_inputs and s not in self.fixed and s not in self.donation
                            for info in (self.slots[s],)]
     self._n_launches = len(self._launches)
-    self._replay = self._make_replay()
+    # The straight-line replay costs about a millisecond of Python compile: the first call runs the generic
+    # loop and generates it, so a first call (and a graph run once) does not wait for it
+    self._replay: Callable[..., list[Buffer]] = self._first_replay
 
   def _plan_intermediates(self) -> None:
-    """Give intermediates buffers, reusing one once its last reader has run (greedy, by exact size).
+    """Give intermediates buffers, reusing one once its last reader has run (greedy). On a device whose
+    handles are addresses an intermediate may take a free block of another size or dtype (the best fit:
+    the same size first, else the smallest larger one), as a view: fewer blocks and fresh pages to fault
+    in on the first call (the MLP step: 7.7 -> 5.9 MB). Elsewhere only a block of the same size and dtype.
     They belong to the graph, so two calls of it must not run at once (`has_scratch` says when)."""
     self.has_scratch = any(step.call is not None for step in self.steps)  # a call runs scratch buffers
     per_call = set(self.output_slots) | set(range(self.n_inputs)) | set(self.fixed)
     last_use: dict[int, int] = {}
     for i, step in enumerate(self.steps):
       for s in step.slots: last_use[s] = i
-    free: dict[tuple, list[Buffer]] = {}
+    free: dict[tuple, list[Buffer]] = {}  # by (device, dtype, size), or by (device,) where views are possible
+    block_of: dict[int, Buffer] = {}      # slot -> the block it uses (itself, or the block it is a view of)
+    self.intermediate_bytes = 0           # of the blocks made (tests count it)
     for i, step in enumerate(self.steps):
       for out in step.outputs:
         if out in per_call or out in self.fixed: continue
         self.has_scratch = True
         info = self.slots[out]
-        self.fixed[out] = free[info.key()].pop() if free.get(info.key()) else Buffer(info.device, info.size, info.dtype)
+        self.fixed[out], block_of[out] = self._intermediate(info, free)
       for s in set(step.slots):
-        if last_use[s] == i and s not in per_call and s in self.fixed:
-          free.setdefault(self.slots[s].key(), []).append(self.fixed[s])
+        if last_use[s] == i and s in block_of:
+          block = block_of.pop(s)
+          free.setdefault(self._free_key(block.device, block.dtype, block.size), []).append(block)
+    # every block is free after the last step; the large ones have their pages mapped on another thread
+    # (a system call: no lock held), joined before the first launch
+    mapped = [(prefault, block.handle, block.nbytes) for block in (b for blocks in free.values() for b in blocks)
+              if block.nbytes >= PREFAULT_BYTES and (prefault := getattr(Device[block.device].allocator, "prefault", None))]
+    self._prefaulting = None
+    if mapped:
+      self._prefaulting = threading.Thread(target=lambda: [fn(handle, n) for fn, handle, n in mapped], daemon=True,
+                                           name="tgfn-prefault")
+      self._prefaulting.start()
+
+  @staticmethod
+  def _free_key(device: str, dtype: Any, size: int) -> tuple:
+    return (device,) if Device[device].address_handles else (device, dtype, size)
+
+  def _intermediate(self, info: SlotInfo, free: dict[tuple, list[Buffer]]) -> tuple[Buffer, Buffer]:
+    """(the buffer of an intermediate, the block it lives in): a free block, or a fresh one."""
+    key, nbytes = self._free_key(info.device, info.dtype, info.size), info.size * info.dtype.itemsize
+    fits = [b for b in free.get(key, ()) if b.nbytes >= nbytes]
+    if not fits:
+      block = Buffer(info.device, info.size, info.dtype)
+      self.intermediate_bytes += block.nbytes
+      return block, block
+    block = min(fits, key=lambda b: (b.nbytes != nbytes, b.nbytes))
+    free[key].remove(block)
+    same = (block.size, block.dtype) == (info.size, info.dtype)
+    return (block if same else BufferView(block, 0, info.size, info.dtype)), block
 
   def _plan_donation(self, donated: set[int]) -> dict[int, int]:
     """output slot -> donated input slot whose memory it may take. Safe when no later step reads the
@@ -250,6 +298,18 @@ class CompiledGraph:
     if not level and not nans:
       Counters.kernels_launched += self._n_launches
       return self._replay(inputs)
+    return self._run(inputs, reuse, level, nans)
+
+  def _first_replay(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
+    self._replay = self._second_replay
+    return self._run(inputs, reuse, 0, False)
+
+  def _second_replay(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
+    self._replay = self._make_replay()
+    return self._replay(inputs, reuse)
+
+  def _run(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]], level: int, nans: bool) -> list[Buffer]:
+    """One call, launch by launch: with DEBUG (timing each launch), DEBUG_NANS, or the first time."""
     start = time.perf_counter()
     buffers: list[Any] = list(inputs) + [None] * (len(self.slots) - self.n_inputs)
     for s, buf in self.fixed.items(): buffers[s] = buf
@@ -268,7 +328,7 @@ class CompiledGraph:
       else: program(*[args[s] for s in slots])
       if level >= 2 and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
       if nans and kernel is not None: debug_nans.check(kernel, [buffers[s] for s in slots[:n_out]])
-    Counters.kernels_launched += len(self._launches)
+    if level or nans: Counters.kernels_launched += len(self._launches)  # (else counted by the caller)
     if level >= 1: debug.print_call(f"jit call of {self.name}", len(self.kernels), time.perf_counter() - start)
     return [buffers[s] for s in self.output_slots]
 
