@@ -109,6 +109,16 @@ def method_lines(args: argparse.Namespace, started: str) -> list[str]:
   ]
 
 
+# everything from this line on in the report is written by hand (notes, analyses): a new run keeps it
+NOTES_MARK = "<!-- hand-written notes: bench/run_all.py keeps everything below this line -->"
+
+
+def kept_notes(path: Path) -> list[str]:
+  """The hand-written part of an earlier report at `path`, from NOTES_MARK on (none if there is no mark)."""
+  text = path.read_text() if path.exists() else ""
+  return text[text.index(NOTES_MARK):].splitlines() if NOTES_MARK in text else []
+
+
 def write_report(args: argparse.Namespace, started: str, seconds: float, results: list[dict], planned: int) -> None:
   rows = [r for res in results for r in res["rows"]]
   progress = "" if len(results) == planned else f"IN PROGRESS: {len(results)} of {planned} workloads done. "
@@ -123,6 +133,7 @@ def write_report(args: argparse.Namespace, started: str, seconds: float, results
     lines.append(f"### `bench/{res['name']}.py` — {ok}, {res['seconds']:.0f} s, load average "
                  f"{res['load'][0]:.2f} → {res['load'][1]:.2f}")
     lines += ["", *detail_lines(res["rows"]), ""]
+  lines += kept_notes(Path(args.out))
   Path(args.out).parent.mkdir(parents=True, exist_ok=True)
   Path(args.out).write_text("\n".join(lines))
 

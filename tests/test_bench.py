@@ -10,6 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_run_all_quick_writes_tables(tmp_path):
   out = tmp_path / "performance.md"
+  # an earlier report: its tables are replaced, its hand-written notes below the mark kept
+  out.write_text("# Performance\n\n| stale | table |\n\n<!-- hand-written notes: bench/run_all.py keeps everything "
+                 "below this line -->\n\n## Notes\n\nWritten by hand.\n")
   proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--quick", "--only", "tiny_call",
                          "--frameworks", "tgfn,numpy", "--out", str(out)], capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -24,3 +27,4 @@ def test_run_all_quick_writes_tables(tmp_path):
   assert re.search(rf"^\| eager `x\*2\+1` on 16 floats, µs \| lower \| — \| {number} \|", text, re.M), text
   assert "## Method" in text and "### `bench/tiny_call.py` — ok" in text
   assert "jax: skipped: not selected (--frameworks)" in text
+  assert "| stale | table |" not in text and text.rstrip().endswith("## Notes\n\nWritten by hand.")
