@@ -84,6 +84,7 @@ def _random_opts(seed: int):
     actions = [Opt(op, axis, amount) for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.VECTOR)
                for axis in range(len(axes)) for amount in (2, 3, 4, 6, 8)] + \
               [Opt(OptOps.THREAD, axis) for axis in range(len(axes))] + \
+              [Opt(OptOps.BLOCK, axis, amount) for axis in range(len(axes)) for amount in (2, 3, 5)] + \
               [Opt(OptOps.SWAP, a, b) for a in range(len(axes)) for b in range(a + 1, len(axes))]
     rng.shuffle(actions)
     chosen: list[Opt] = []
@@ -147,6 +148,59 @@ def test_swap_exchanges_the_nesting_of_two_output_loops():
   assert outer_size([]) == 6 and outer_size([Opt(OptOps.SWAP, 0, 1)]) == 10
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 0)])
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 5)])
+
+
+def test_block_cuts_an_output_loop_and_nests_its_inner_part_innermost():
+  from tgfn.schedule.schedule import create_schedule
+  x = tnp.ones((6, 10)).realize()
+  ast = create_schedule([(x * 2 + 1).uop])[-1].kernel.ast
+  def loop_sizes(opts):
+    return [u.src[0].arg for u in optimize(ast, opts) if u.op is Ops.RANGE]
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 3)]) == [2, 10, 3]  # rows in 2 blocks of 3, each under the columns
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 4)]) == [2, 10, 4]  # a ragged last block
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 3), Opt(OptOps.SWAP, 0, 1)]) == [10, 2, 3]
+  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.BLOCK, 0, 7)])
+  with pytest.raises(OptError, match="plain output loop"): apply_opts(ast, [Opt(OptOps.THREAD, 0), Opt(OptOps.BLOCK, 0, 3)])
+  red = create_schedule([(x * 2).sum(1).uop])[-1].kernel.ast
+  with pytest.raises(OptError, match="plain output loop"): apply_opts(red, [Opt(OptOps.BLOCK, 1, 2)])
+
+
+def test_a_large_contraction_walks_the_panels_under_blocks_of_rows(monkeypatch):
+  """A 2048^2 matmul's rows are cut into an even number of blocks, each reading at most
+  ROW_OPERAND_BLOCK_BYTES of A, with every column panel walked inside a block; a 512^2 one (1 MiB of A)
+  is not cut."""
+  from tgfn.codegen.heuristic import ROW_OPERAND_BLOCK_BYTES
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  jit = __import__("tgfn").jit
+  _, big = jit(lambda a, b: a @ b).lower(tnp.ones((2048, 2048)), tnp.ones((2048, 2048))).kernels
+  blocks = [o for o in big.opts if o.op is OptOps.BLOCK]
+  assert len(blocks) == 1 and big.opts[big.opts.index(blocks[0]) + 1].op is OptOps.SWAP, big.opts
+  tiles = -(-2048 // 6)
+  count = -(-tiles // blocks[0].amount)
+  assert count % 2 == 0 and blocks[0].amount * 6 * 2048 * 4 <= ROW_OPERAND_BLOCK_BYTES, big.opts
+  _, small = jit(lambda a, b: a @ b).lower(tnp.ones((512, 512)), tnp.ones((512, 512))).kernels
+  assert all(o.op is not OptOps.BLOCK for o in small.opts), small.opts
+
+
+def test_a_blocked_contraction_equals_the_reference(monkeypatch):
+  """Blocks of rows (a ragged last one too) under the column panels, threaded over the blocks, compute
+  the reference's product: the heuristic's threshold lowered so that a small matmul is cut."""
+  from tgfn.codegen import heuristic
+  monkeypatch.setattr(heuristic, "ROW_OPERAND_BLOCK_BYTES", 20 * 48 * 4)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  a, b = _data((61, 48), "float32", 0), _data((48, 32), "float32", 1)
+  (_, kernel) = __import__("tgfn").jit(lambda a, b: a @ b).lower(tnp.array(a), tnp.array(b)).kernels
+  assert any(o.op is OptOps.BLOCK for o in kernel.opts), kernel.opts
+  want = np.asarray(_with_device("PYTHON", monkeypatch, lambda: tnp.array(a) @ tnp.array(b)))
+  got = np.asarray(_with_device("CPU", monkeypatch, lambda: tnp.array(a) @ tnp.array(b)))
+  _compare(got, want)
+  np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=1e-5)
+
+
+def _with_device(device, monkeypatch, fn):
+  monkeypatch.setenv("DEV", device)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  return np.asarray(fn())
 
 
 def _ragged_tile(ast, renderer):

@@ -156,6 +156,9 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     first = out_axes[-2]
     opts = [Opt(OptOps.SWAP, first, vector_axis)] + [_renumbered(o, first, vector_axis) for o in opts]
     sizes[first], sizes[vector_axis] = sizes[vector_axis], sizes[first]
+    blocked = _row_blocks_of_contraction(axes, first, vector_axis, red_axes, loads, sizes)
+    if blocked: out_axes.append(len(out_axes))
+    opts += blocked
 
   threadable = [i for i in out_axes if sizes[i] >= 2]  # the outermost loop that can be split
   if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
@@ -191,6 +194,36 @@ def _row_blocks(axes: list[UOp], rows: list[int], loads: list[UOp], stores: list
   sizes[outer], sizes[inner] = sizes[inner] // ROW_BLOCK, sizes[outer]
   # after the swap the jumping loop is addressed as `outer`
   return [Opt(OptOps.SWAP, outer, inner), Opt(OptOps.UPCAST, outer, ROW_BLOCK)]
+
+
+# the bytes of the row operand (A in a @ b) one block of rows reads: a block stays in the shared L3 cache
+# while every column panel walks it (tiled contractions, `_row_blocks_of_contraction`)
+ROW_OPERAND_BLOCK_BYTES = 3 << 20
+
+
+def _row_blocks_of_contraction(axes: list[UOp], panels: int, rows: int, red_axes: list[int], loads: list[UOp],
+                               sizes: list[int]) -> list[Opt]:
+  """A tiled contraction walking its column panels (`panels`) outside its rows (`rows`, after the SWAP)
+  reads all of the row operand once per panel: a 2048^2 matmul streams 16 MiB of A 128 times, more than the
+  L3 cache holds beside B and C. Cut the rows into an even number of blocks of at most
+  ROW_OPERAND_BLOCK_BYTES of A each and walk the panels inside each block (BLOCK, then SWAP the blocks
+  outside the panels): A's block stays in L3 and B streams once per block. Even, so the blocks split evenly
+  between two threads."""
+  depth = math.prod(axes[r].size for r in red_axes)
+  row_loads = [ld for ld in loads if stride(ld.src[1], axes[rows]) == 0]  # axes[rows] walked the columns before the SWAP
+  if not row_loads: return []
+  total = max(ld.dtype.itemsize for ld in row_loads) * axes[panels].size * depth
+  blocks = -(-total // ROW_OPERAND_BLOCK_BYTES)
+  tiles = sizes[rows]  # the register tiles along the rows
+  if blocks < 2 or tiles < blocks + blocks % 2: return []
+  blocks += blocks % 2
+  amount = -(-tiles // blocks)
+  if amount * -(-tiles // amount) - tiles > RAGGED_WASTE * tiles: return []
+  n_out = sum(1 for a in axes if a.kind is not AxisType.REDUCE)
+  sizes.insert(n_out, amount)  # the block's inner loop: the last output axis
+  sizes[rows] = -(-tiles // amount)
+  sizes[panels], sizes[rows] = sizes[rows], sizes[panels]
+  return [Opt(OptOps.BLOCK, rows, amount), Opt(OptOps.SWAP, panels, rows)]
 
 
 def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], lanes: int) -> bool:
