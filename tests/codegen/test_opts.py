@@ -165,30 +165,27 @@ def test_block_cuts_an_output_loop_and_nests_its_inner_part_innermost():
   with pytest.raises(OptError, match="plain output loop"): apply_opts(red, [Opt(OptOps.BLOCK, 1, 2)])
 
 
-def test_a_large_contraction_walks_the_panels_under_blocks_of_rows(monkeypatch):
-  """A 2048^2 matmul's rows are cut into an even number of blocks, each reading about
-  ROW_OPERAND_BLOCK_BYTES of A, with every column panel walked inside a block; a 512^2 one (1 MiB of A)
-  is not cut."""
-  from tgfn.codegen.heuristic import ROW_OPERAND_BLOCK_BYTES
+def test_a_large_contraction_walks_its_rows_under_groups_of_panels(monkeypatch):
+  """A 2048^2 matmul's column panels are cut into groups of about PANEL_GROUP_BYTES of B (BLOCK of the panel
+  loop, its inner part innermost), rows walked inside each group; a 1024^2 one (4 MiB of B, too few groups to
+  split between threads) is not cut."""
+  from tgfn.codegen.heuristic import PANEL_GROUP_BYTES
   monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
   jit = __import__("tgfn").jit
   _, big = jit(lambda a, b: a @ b).lower(tnp.ones((2048, 2048)), tnp.ones((2048, 2048))).kernels
-  blocks = [o for o in big.opts if o.op is OptOps.BLOCK]
-  assert len(blocks) == 1 and big.opts[big.opts.index(blocks[0]) + 1].op is OptOps.SWAP, big.opts
-  tiles = -(-2048 // 6)
-  count = -(-tiles // blocks[0].amount)
-  assert count % 2 == 0 and count * ROW_OPERAND_BLOCK_BYTES >= 2048 * 2048 * 4 and count < tiles, big.opts
-  _, small = jit(lambda a, b: a @ b).lower(tnp.ones((512, 512)), tnp.ones((512, 512))).kernels
+  assert Opt(OptOps.BLOCK, 0, PANEL_GROUP_BYTES // (2048 * 16 * 4)) in big.opts, big.opts
+  assert big.opts[-1] == Opt(OptOps.THREAD, 0), big.opts  # the groups split between the threads
+  _, small = jit(lambda a, b: a @ b).lower(tnp.ones((1024, 1024)), tnp.ones((1024, 1024))).kernels
   assert all(o.op is not OptOps.BLOCK for o in small.opts), small.opts
 
 
-def test_a_blocked_contraction_equals_the_reference(monkeypatch):
-  """Blocks of rows (a ragged last one too) under the column panels, threaded over the blocks, compute
-  the reference's product: the heuristic's threshold lowered so that a small matmul is cut."""
+def test_a_grouped_contraction_equals_the_reference(monkeypatch):
+  """Rows walked under groups of column panels compute the reference's product: the heuristic's group
+  size lowered so that a small matmul's 8 panels form 4 groups."""
   from tgfn.codegen import heuristic
-  monkeypatch.setattr(heuristic, "ROW_OPERAND_BLOCK_BYTES", 20 * 48 * 4)
+  monkeypatch.setattr(heuristic, "PANEL_GROUP_BYTES", 2 * 48 * 16 * 4)
   monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
-  a, b = _data((61, 48), "float32", 0), _data((48, 32), "float32", 1)
+  a, b = _data((61, 48), "float32", 0), _data((48, 128), "float32", 1)
   (_, kernel) = __import__("tgfn").jit(lambda a, b: a @ b).lower(tnp.array(a), tnp.array(b)).kernels
   assert any(o.op is OptOps.BLOCK for o in kernel.opts), kernel.opts
   want = np.asarray(_with_device("PYTHON", monkeypatch, lambda: tnp.array(a) @ tnp.array(b)))
