@@ -8,6 +8,8 @@ It reads the kernel's memory access pattern -- each load's stride along each axi
     value loaded is used for several outputs (a matmul's 2-D block of accumulators), within the
     register budget;
   - UNROLL of the innermost reduction axis (accumulated in the original order) when there is no tile;
+  - for a tiled contraction: the column panels outside the rows (SWAP), and for a large one the panels in
+    groups walked innermost under the rows (BLOCK), so the tile's rows of A are reused from cache;
   - THREAD on the outermost output axis when the kernel does enough work to pay for waking threads.
 GPU-style devices (OpenCL, CUDA) take only `work_group_opts`: work groups along the first kernel id.
 """

@@ -10,9 +10,9 @@ r_outer keeps r's kind and r_inner takes the opt's kind:
   VECTOR  either: the inner part becomes the lanes of a vector (on a reduction axis the lanes are
           partial sums combined at the end -- a reordering the float policy allows)
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
-  BLOCK   an output axis: the inner part stays a plain output loop, of `amount` iterations, that nests inside
-          every other output loop (its id is the kernel's newest); with a SWAP of the outer part, a block of
-          rows is walked under each column panel. An amount that does not divide leaves a ragged last block
+  BLOCK   an output axis (or the THREAD one, whose blocks are then split among the threads): the inner part
+          is a plain output loop of `amount` iterations that nests inside every other output loop (its id is
+          the kernel's newest): a group of column panels walked innermost, under the rows. An amount that does not divide leaves a ragged last block
           (its extra iterations repeat the axis's last element, as UPCAST's do)
   LOCAL   an output axis that becomes the first kernel id on a GPU-style device (OpenCL, CUDA): its
           iterations run as work groups (blocks) of `amount` work items (threads). The axis keeps its
@@ -89,7 +89,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     raise OptError(f"{opt}: a vector holds a power of two of lanes")
   if opt.op is OptOps.UPCAST and reduce: raise OptError(f"{opt}: UPCAST needs an output axis (UNROLL a reduction)")
   if opt.op is OptOps.UNROLL and not reduce: raise OptError(f"{opt}: UNROLL needs a reduction axis")
-  if opt.op is OptOps.BLOCK and rng.kind is not AxisType.GLOBAL: raise OptError(f"{opt}: only a plain output loop is cut into blocks")
+  if opt.op is OptOps.BLOCK and rng.kind not in (AxisType.GLOBAL, AxisType.THREAD):
+    raise OptError(f"{opt}: only an output loop is cut into blocks")
   if opt.amount < 2 or rng.size == 0: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
   next_id = 1 + max(u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE)
   inner = UOp.range(opt.amount, next_id, _KIND[opt.op])

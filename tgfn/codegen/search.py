@@ -283,7 +283,7 @@ class _Search:
       if self.vector_width > 1 and all(d in VECTOR_DTYPES for d in self.dtypes) and not (reduce and strict_float()):
         acts.append(Opt(OptOps.VECTOR, i, self.vector_width))
       if not reduce: acts.append(Opt(OptOps.THREAD, i))
-      if axis.kind is AxisType.GLOBAL:
+      if axis.kind in (AxisType.GLOBAL, AxisType.THREAD):
         acts += [Opt(OptOps.BLOCK, i, a) for a in sorted({-(-axis.size // b) for b in BLOCK_COUNTS})
                  if 2 <= a < axis.size and -axis.size % a <= RAGGED_WASTE * axis.size]
     # the nesting of the output loops (which operand stays in cache while the other streams)
