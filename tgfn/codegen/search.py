@@ -46,7 +46,7 @@ from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 if TYPE_CHECKING:
   from tgfn.schedule.kernelize import LoweredKernel
 
-SEARCH_VERSION = 4           # part of the cache key: bump it when the search or the action space changes
+SEARCH_VERSION = 5           # part of the cache key: bump it when the search or the action space changes
 MAX_CANDIDATES = 30          # candidates compiled and timed per round
 MAX_ROUNDS = 8
 MIN_GAIN = 0.01              # a round must beat the best time by this fraction to go on
