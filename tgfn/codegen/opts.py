@@ -12,8 +12,9 @@ r_outer keeps r's kind and r_inner takes the opt's kind:
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
   BLOCK   an output axis (or the THREAD one, whose blocks are then split among the threads): the inner part
           is a plain output loop of `amount` iterations that nests inside every other output loop (its id is
-          the kernel's newest): a group of column panels walked innermost, under the rows. An amount that does not divide leaves a ragged last block
-          (its extra iterations repeat the axis's last element, as UPCAST's do)
+          the kernel's newest): a group of column panels walked innermost, under the rows. An amount that
+          does not divide leaves a ragged last block (its extra iterations repeat the axis's last element,
+          as UPCAST's do)
   LOCAL   an output axis that becomes the first kernel id on a GPU-style device (OpenCL, CUDA): its
           iterations run as work groups (blocks) of `amount` work items (threads). The axis keeps its
           length in the AST (kind LOCAL, the group size in its arg); the renderer writes the index as
@@ -103,8 +104,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
 
 
 def _ragged_upcast(ast: UOp, rng: UOp, inner: UOp, opt: Opt) -> UOp:
-  """UPCAST (or BLOCK) by an amount that does not divide the axis: the axis is rounded up to whole tiles, and the
-  last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
+  """UPCAST (or BLOCK) by an amount that does not divide the axis: the axis is rounded up to whole tiles, and
+  the last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
   again with the same value. A 6-row matmul tile then fits any number of rows. An in-place update (a
   donated buffer, read only at the element stored) stays right because the linearizer places every load
   before the first store (linearize.py)."""
