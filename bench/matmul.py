@@ -8,7 +8,8 @@
 
 tgfn (BEAM=2), a variant in the tgfn cell for the --beam-sizes (1024 and 2048 by default): the same jitted
 product, compiled with BEAM=2 set so its kernels are chosen by timed search (tgfn/codegen/search.py).
-The first run of the script searches (about a minute per size on 2 cores, progress on stderr); the winner is cached on disk, so
+The first run of the script searches (progress on stderr; on the 2-core machine under load: 25-50 s for 1024², 2.5-4 min
+for 2048², whose candidates take 0.2-0.5 s a run); the winner is cached on disk, so
 later runs time only the kernels. With BEAM set in the environment the primary tgfn figure is searched too.
 
 Each framework's result is checked against a float64 NumPy product first (max |diff| <= 1e-4 x max

@@ -84,6 +84,7 @@ def _random_opts(seed: int):
     actions = [Opt(op, axis, amount) for op in (OptOps.UPCAST, OptOps.UNROLL, OptOps.VECTOR)
                for axis in range(len(axes)) for amount in (2, 3, 4, 6, 8)] + \
               [Opt(OptOps.THREAD, axis) for axis in range(len(axes))] + \
+              [Opt(OptOps.BLOCK, axis, amount) for axis in range(len(axes)) for amount in (2, 3, 5)] + \
               [Opt(OptOps.SWAP, a, b) for a in range(len(axes)) for b in range(a + 1, len(axes))]
     rng.shuffle(actions)
     chosen: list[Opt] = []
@@ -147,6 +148,57 @@ def test_swap_exchanges_the_nesting_of_two_output_loops():
   assert outer_size([]) == 6 and outer_size([Opt(OptOps.SWAP, 0, 1)]) == 10
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 0)])
   with pytest.raises(OptError): apply_opts(ast, [Opt(OptOps.SWAP, 0, 5)])
+
+
+def test_block_cuts_an_output_loop_and_nests_its_inner_part_innermost():
+  from tgfn.schedule.schedule import create_schedule
+  x = tnp.ones((6, 10)).realize()
+  ast = create_schedule([(x * 2 + 1).uop])[-1].kernel.ast
+  def loop_sizes(opts):
+    return [u.src[0].arg for u in optimize(ast, opts) if u.op is Ops.RANGE]
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 3)]) == [2, 10, 3]  # rows in 2 blocks of 3, each under the columns
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 4)]) == [2, 10, 4]  # a ragged last block
+  assert loop_sizes([Opt(OptOps.BLOCK, 0, 3), Opt(OptOps.SWAP, 0, 1)]) == [10, 2, 3]
+  with pytest.raises(OptError, match="does not split"): apply_opts(ast, [Opt(OptOps.BLOCK, 0, 7)])
+  # the threads take the blocks
+  assert loop_sizes([Opt(OptOps.THREAD, 1), Opt(OptOps.BLOCK, 1, 5)]) == [2, 6, 5]
+  red = create_schedule([(x * 2).sum(1).uop])[-1].kernel.ast
+  with pytest.raises(OptError, match="only an output loop"): apply_opts(red, [Opt(OptOps.BLOCK, 1, 2)])
+
+
+def test_a_large_contraction_walks_its_rows_under_groups_of_panels(monkeypatch):
+  """A 2048^2 matmul's column panels are cut into groups of about PANEL_GROUP_BYTES of B (BLOCK of the panel
+  loop, its inner part innermost), rows walked inside each group; a 1024^2 one (4 MiB of B, too few groups to
+  split between threads) is not cut."""
+  from tgfn.codegen.heuristic import PANEL_GROUP_BYTES
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  jit = __import__("tgfn").jit
+  _, big = jit(lambda a, b: a @ b).lower(tnp.ones((2048, 2048)), tnp.ones((2048, 2048))).kernels
+  assert Opt(OptOps.BLOCK, 0, PANEL_GROUP_BYTES // (2048 * 16 * 4)) in big.opts, big.opts
+  assert big.opts[-1] == Opt(OptOps.THREAD, 0), big.opts  # the groups split between the threads
+  _, small = jit(lambda a, b: a @ b).lower(tnp.ones((1024, 1024)), tnp.ones((1024, 1024))).kernels
+  assert all(o.op is not OptOps.BLOCK for o in small.opts), small.opts
+
+
+def test_a_grouped_contraction_equals_the_reference(monkeypatch):
+  """Rows walked under groups of column panels compute the reference's product: the heuristic's group
+  size lowered so that a small matmul's 8 panels form 4 groups."""
+  from tgfn.codegen import heuristic
+  monkeypatch.setattr(heuristic, "PANEL_GROUP_BYTES", 2 * 48 * 16 * 4)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  a, b = _data((61, 48), "float32", 0), _data((48, 128), "float32", 1)
+  (_, kernel) = __import__("tgfn").jit(lambda a, b: a @ b).lower(tnp.array(a), tnp.array(b)).kernels
+  assert any(o.op is OptOps.BLOCK for o in kernel.opts), kernel.opts
+  want = np.asarray(_with_device("PYTHON", monkeypatch, lambda: tnp.array(a) @ tnp.array(b)))
+  got = np.asarray(_with_device("CPU", monkeypatch, lambda: tnp.array(a) @ tnp.array(b)))
+  _compare(got, want)
+  np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=1e-5)
+
+
+def _with_device(device, monkeypatch, fn):
+  monkeypatch.setenv("DEV", device)
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  return np.asarray(fn())
 
 
 def _ragged_tile(ast, renderer):

@@ -10,6 +10,11 @@ r_outer keeps r's kind and r_inner takes the opt's kind:
   VECTOR  either: the inner part becomes the lanes of a vector (on a reduction axis the lanes are
           partial sums combined at the end -- a reordering the float policy allows)
   THREAD  an output axis (amount 0: the whole axis) whose iterations are split among worker threads
+  BLOCK   an output axis (or the THREAD one, whose blocks are then split among the threads): the inner part
+          is a plain output loop of `amount` iterations that nests inside every other output loop (its id is
+          the kernel's newest): a group of column panels walked innermost, under the rows. An amount that
+          does not divide leaves a ragged last block (its extra iterations repeat the axis's last element,
+          as UPCAST's do)
   LOCAL   an output axis that becomes the first kernel id on a GPU-style device (OpenCL, CUDA): its
           iterations run as work groups (blocks) of `amount` work items (threads). The axis keeps its
           length in the AST (kind LOCAL, the group size in its arg); the renderer writes the index as
@@ -33,7 +38,7 @@ VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dty
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto(); SWAP = auto(); LOCAL = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); VECTOR = auto(); THREAD = auto(); SWAP = auto(); LOCAL = auto(); BLOCK = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -51,7 +56,7 @@ class OptError(ValueError):
   pass
 
 
-_KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.VECTOR: AxisType.VECTOR}
+_KIND = {OptOps.UPCAST: AxisType.UPCAST, OptOps.UNROLL: AxisType.UNROLL, OptOps.VECTOR: AxisType.VECTOR, OptOps.BLOCK: AxisType.GLOBAL}
 _SPLITTABLE = (AxisType.GLOBAL, AxisType.THREAD, AxisType.LOCAL, AxisType.REDUCE)
 
 
@@ -85,11 +90,13 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     raise OptError(f"{opt}: a vector holds a power of two of lanes")
   if opt.op is OptOps.UPCAST and reduce: raise OptError(f"{opt}: UPCAST needs an output axis (UNROLL a reduction)")
   if opt.op is OptOps.UNROLL and not reduce: raise OptError(f"{opt}: UNROLL needs a reduction axis")
+  if opt.op is OptOps.BLOCK and rng.kind not in (AxisType.GLOBAL, AxisType.THREAD):
+    raise OptError(f"{opt}: only an output loop is cut into blocks")
   if opt.amount < 2 or rng.size == 0: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
   next_id = 1 + max(u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE)
   inner = UOp.range(opt.amount, next_id, _KIND[opt.op])
   if rng.size % opt.amount:
-    if opt.op is not OptOps.UPCAST or rng.size < opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
+    if opt.op not in (OptOps.UPCAST, OptOps.BLOCK) or rng.size < opt.amount: raise OptError(f"{opt}: {opt.amount} does not split size {rng.size}")
     return _ragged_upcast(ast, rng, inner, opt)
   # the outer part stays even when it has one trip, so later opts address the same axis numbers
   outer = UOp.range(rng.size // opt.amount, rng.arg[0], rng.kind)
@@ -97,8 +104,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
 
 
 def _ragged_upcast(ast: UOp, rng: UOp, inner: UOp, opt: Opt) -> UOp:
-  """UPCAST by an amount that does not divide the axis: the axis is rounded up to whole tiles, and the
-  last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
+  """UPCAST (or BLOCK) by an amount that does not divide the axis: the axis is rounded up to whole tiles, and
+  the last tile's extra elements repeat the axis's last element (index clamped to n-1), computed and stored
   again with the same value. A 6-row matmul tile then fits any number of rows. An in-place update (a
   donated buffer, read only at the element stored) stays right because the linearizer places every load
   before the first store (linearize.py)."""

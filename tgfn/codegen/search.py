@@ -2,10 +2,10 @@
 
 The search starts from the heuristic's opt list (tgfn/codegen/heuristic.py) and its neighbours: the list
 with one opt left out, or with one UPCAST or UNROLL by another amount (another register tile shape, a
-deeper unroll). Each round extends every member of the beam by one opt -- UPCAST or UNROLL by an amount
-that divides the axis (or an UPCAST whose ragged last tile wastes little), VECTOR at the renderer's width,
-THREAD, SWAP of two output loops -- on every axis where it fits, compiles the candidates (at most
-MAX_CANDIDATES a round), and runs each on scratch buffers of the kernel's shapes filled with random data
+deeper unroll, a BLOCK of another length). Each round extends every member of the beam by one opt -- UPCAST
+or UNROLL by an amount that divides the axis (or an UPCAST whose ragged last tile wastes little), VECTOR at
+the renderer's width, THREAD, SWAP of two output loops, BLOCK of an output loop into 2 to 8 blocks -- on
+every axis where it fits, compiles the candidates (at most MAX_CANDIDATES a round), and runs each on scratch buffers of the kernel's shapes filled with random data
 (never the caller's buffers: a kernel may write in place). A candidate whose output differs from the
 heuristic's on the same inputs (beyond the float policy's reordering, exactly for integers) is dropped,
 so the search can make a kernel slower to find but never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
@@ -46,12 +46,13 @@ from tgfn.uop.ops import AxisType, Ops, UOp, toposort
 if TYPE_CHECKING:
   from tgfn.schedule.kernelize import LoweredKernel
 
-SEARCH_VERSION = 3           # part of the cache key: bump it when the search or the action space changes
+SEARCH_VERSION = 5           # part of the cache key: bump it when the search or the action space changes
 MAX_CANDIDATES = 30          # candidates compiled and timed per round
 MAX_ROUNDS = 8
 MIN_GAIN = 0.01              # a round must beat the best time by this fraction to go on
 UPCAST_AMOUNTS = (2, 3, 4, 6, 8)
 UNROLL_AMOUNTS = (2, 4, 8)
+BLOCK_COUNTS = (2, 4, 6, 8)  # an output loop cut into this many blocks (BLOCK, a ragged last one allowed)
 _MAGIC = b"TGFNBEAM1"
 
 
@@ -237,6 +238,8 @@ class _Search:
     out = [opts[:i] + opts[i + 1:] for i in range(len(opts))]
     for i, o in enumerate(opts):
       amounts = UPCAST_AMOUNTS if o.op is OptOps.UPCAST else UNROLL_AMOUNTS if o.op is OptOps.UNROLL else ()
+      # a block of rows half or twice as long, or two thirds or three halves as long as the heuristic's
+      if o.op is OptOps.BLOCK: amounts = tuple(a for a in (o.amount // 2, -(-2 * o.amount // 3), -(-3 * o.amount // 2), 2 * o.amount) if a >= 2)
       out += [opts[:i] + [Opt(o.op, o.axis, a)] + opts[i + 1:] for a in amounts if a != o.amount]
     fresh = []
     for cand in out:
@@ -280,6 +283,9 @@ class _Search:
       if self.vector_width > 1 and all(d in VECTOR_DTYPES for d in self.dtypes) and not (reduce and strict_float()):
         acts.append(Opt(OptOps.VECTOR, i, self.vector_width))
       if not reduce: acts.append(Opt(OptOps.THREAD, i))
+      if axis.kind in (AxisType.GLOBAL, AxisType.THREAD):
+        acts += [Opt(OptOps.BLOCK, i, a) for a in sorted({-(-axis.size // b) for b in BLOCK_COUNTS})
+                 if 2 <= a < axis.size and -axis.size % a <= RAGGED_WASTE * axis.size]
     # the nesting of the output loops (which operand stays in cache while the other streams)
     outs = [i for i, axis in enumerate(kernel_axes(ast)) if axis.kind is AxisType.GLOBAL]
     acts += [Opt(OptOps.SWAP, a, b) for a in outs for b in outs if a < b]
