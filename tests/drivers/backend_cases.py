@@ -6,9 +6,11 @@ tests/drivers/test_cuda.py compiles every kernel they make for CUDA."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
+import pytest
 
 import tgfn
 import tgfn.numpy as tnp
@@ -159,18 +161,37 @@ def run_case(name: str, device: str, monkeypatch) -> list[np.ndarray]:
 _REFERENCE: dict[str, tuple[list[np.ndarray], list]] = {}
 
 
+@contextmanager
+def recorded_kernels() -> Iterator[list]:
+  """The kernels (LoweredKernels) compiled while the block runs, in order."""
+  kernels: list = []
+  original = realize_mod.prepare_kernel
+  def recording(kernel, device, opts=None):  # noqa: E306
+    kernels.append(kernel)
+    return original(kernel, device, opts)
+  realize_mod.prepare_kernel = recording
+  try:
+    yield kernels
+  finally:
+    realize_mod.prepare_kernel = original
+
+
+def nvrtc_or_skip():
+  """The CUDA driver module, once NVRTC loads; the test is skipped with the install hint otherwise."""
+  from tgfn_drivers import cuda
+  try:
+    cuda.nvrtc()
+  except cuda.CUDAUnavailable as e:
+    pytest.skip(str(e))
+  return cuda
+
+
 def reference(name: str, monkeypatch) -> tuple[list[np.ndarray], list]:
   """CASES[name] on the PYTHON reference interpreter: its outputs and the kernels it compiled (LoweredKernels),
   computed once per process for the tests of every backend."""
   if name not in _REFERENCE:
-    kernels: list = []
-    original = realize_mod.prepare_kernel
-    def recording(kernel, device, opts=None):  # noqa: E306
-      kernels.append(kernel)
-      return original(kernel, device, opts)
-    monkeypatch.setattr(realize_mod, "prepare_kernel", recording)
-    outs = run_case(name, "PYTHON", monkeypatch)
-    monkeypatch.setattr(realize_mod, "prepare_kernel", original)
+    with recorded_kernels() as kernels:
+      outs = run_case(name, "PYTHON", monkeypatch)
     _REFERENCE[name] = (outs, kernels)
   return _REFERENCE[name]
 

@@ -11,21 +11,12 @@ import pytest
 
 import tgfn
 from tgfn.engine import realize as realize_mod
-from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, reference, run_case
-
-
-def _nvrtc_or_skip():
-  from tgfn_drivers import cuda
-  try:
-    cuda.nvrtc()
-  except cuda.CUDAUnavailable as e:
-    pytest.skip(str(e))
-  return cuda
+from tests.drivers.backend_cases import APPROXIMATE, CASES, assert_agree, nvrtc_or_skip, reference, run_case
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_kernel_compiles_to_ptx(name: str, monkeypatch) -> None:
-  cuda = _nvrtc_or_skip()
+  cuda = nvrtc_or_skip()
   assert b"--fmad=false" in cuda.DEVICE.compiler.options()
   # the kernels the case makes (on the reference interpreter, which every machine has), as one NVRTC program:
   # each renamed apart (names come from shapes), the guarded helpers shared
@@ -39,14 +30,14 @@ def test_every_kernel_compiles_to_ptx(name: str, monkeypatch) -> None:
 
 
 def test_no_gpu_gives_an_error_that_says_so(monkeypatch) -> None:
-  cuda = _nvrtc_or_skip()
+  cuda = nvrtc_or_skip()
   monkeypatch.setattr(cuda.ctypes.util, "find_library", lambda name: "/nonexistent/libcuda.so")
   with pytest.raises(cuda.CUDAUnavailable, match="NVIDIA GPU"):
     cuda._Driver()
 
 
 def _gpu_or_skip():
-  cuda = _nvrtc_or_skip()
+  cuda = nvrtc_or_skip()
   try:
     cuda.driver()
   except cuda.CUDAUnavailable as e:
@@ -70,7 +61,7 @@ def test_kernels_state_their_block_size(monkeypatch) -> None:
   """The innermost output axis runs in blocks of 128 threads (a LOCAL opt): the kernel computes its index
   from blockIdx.x and threadIdx.x, returns past the end of an axis of 300, and the compiled header carries
   the block the driver launches with (grid = global / block)."""
-  cuda = _nvrtc_or_skip()
+  cuda = nvrtc_or_skip()
   import json
   import numpy as np
   import tgfn.numpy as tnp

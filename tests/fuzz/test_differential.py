@@ -20,6 +20,7 @@ from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
 from tests.conftest import _WEBGPU_LIMIT, TEST_DEVICE
+from tests.drivers.backend_cases import nvrtc_or_skip, recorded_kernels
 from tests.fuzz.programs import APPROX, EXACT, Program, programs, run_numpy, run_tgfn
 from tests.fuzz.settings import fuzz_settings
 from tests.op_registry import TRANSCENDENTAL
@@ -123,34 +124,16 @@ def test_programs_agree_on_every_backend(device: str, prog: Program) -> None:
     raise
 
 
-def _nvrtc_or_skip():
-  from tgfn_drivers import cuda
-  try:
-    cuda.nvrtc()
-  except cuda.CUDAUnavailable as e:
-    pytest.skip(str(e))
-  return cuda
-
-
 @given(prog=programs())
 @fuzz_settings(bounded_examples=25)
 def test_every_kernel_of_a_program_compiles_to_ptx(prog: Program) -> None:
   """The kernels a program makes on the reference interpreter, rendered as CUDA C: NVRTC compiles them all, and
   the PTX has each one's entry point. Runs without a GPU."""
   note(repr(prog))
-  cuda = _nvrtc_or_skip()
-  kernels: list = []
-  original = realize_mod.prepare_kernel
-  def recording(kernel, device, opts=None):  # noqa: E306
-    kernels.append(kernel)
-    return original(kernel, device, opts)
-  realize_mod.prepare_kernel = recording
-  try:
-    with default_device("PYTHON"):
-      vals = run_tgfn(prog)
-      for i in prog.outputs(): host(vals[i])
-  finally:
-    realize_mod.prepare_kernel = original
+  cuda = nvrtc_or_skip()
+  with recorded_kernels() as kernels, default_device("PYTHON"):
+    vals = run_tgfn(prog)
+    for i in prog.outputs(): host(vals[i])
   for kernel in kernels:
     source = realize_mod.prepare_kernel(kernel, "CUDA").source
     ptx = cuda.DEVICE.compiler.compile(source).decode()
