@@ -13,8 +13,8 @@ plain operators, as the C family's does; what WGSL adds:
   - index arithmetic: tgfn computes indices in int64; here they are i32. A value that may not fit 32 bits
     where the difference shows (a division, a comparison, a max, a conversion) raises NotImplementedError,
     as does a kernel over 2**31 elements (`_check_index_ranges`).
-  - literals are exact: floats other than small integers are written as their bits; NaN and infinity
-    through a helper function (WGSL has no literal for them, and a constant expression may not hold them).
+  - literals are exact: floats are written as their bits, made opaque to the compiler (`^ tg_zero`, below), so
+    NaN and infinity need no literal and no algebra is done on a known constant (x * 0.0 -> 0, x / c -> x * 1/c).
   - exact float arithmetic: the WebGPU compilers may rewrite float math algebraically (SwiftShader folds
     `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 + - * / result
     therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero is `gid.x >> 31`:
@@ -62,7 +62,6 @@ _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|", Ops.AND: "&", Ops.OR
 _OBSERVING = {Ops.IDIV, Ops.MOD, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.CAST}
 _MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
-            "tg_f32": "fn tg_f32(bits: u32) -> f32 { return bitcast<f32>(bits); }\n",
             "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || a != b; }\n",
             "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n",
             # float16 and bfloat16 bits <-> float32, in integer code (round to nearest even; f32(m) * 2^-24 is exact)
@@ -154,17 +153,17 @@ class WGSLRenderer(CStyleRenderer):
 
   def const(self, value: object, dtype: DType) -> str:
     if dtype.is_bool: return "true" if value else "false"
+    # float constants are their bits, opaque to the compiler (^ tg_zero): SwiftShader folds x * 0.0 to 0 (wrong
+    # for inf and NaN) and x / c to x * (1 / c) (not correctly rounded), and cannot do either to an unknown value
     if dtype is dtypes.bfloat16:
       from tgfn.uop.alu import float_to_bf16_bits
-      return f"{float_to_bf16_bits(float(value))}u"  # type: ignore[arg-type]
+      return f"({float_to_bf16_bits(float(value))}u ^ tg_zero)"  # type: ignore[arg-type]
     if dtype is dtypes.float16:
-      with np.errstate(over="ignore"): return f"{int(np.float16(value).view(np.uint16))}u"
+      with np.errstate(over="ignore"): return f"({int(np.float16(value).view(np.uint16))}u ^ tg_zero)"
     if dtype.is_float:
       if dtype is not dtypes.float32: raise unsupported("values", dtype)
       with np.errstate(over="ignore"): f = np.float32(value)
-      if np.isfinite(f) and f == int(f) and abs(f) < 2 ** 24 and not (f == 0 and np.signbit(f)): return f"{int(f)}.0f"
-      # exact; NaN and infinity through a function call, since a constant expression may not hold them
-      return f"{'bitcast<f32>' if np.isfinite(f) else 'tg_f32'}({int(f.view(np.uint32))}u)"
+      return f"bitcast<f32>({int(f.view(np.uint32))}u ^ tg_zero)"
     v = int(value)  # type: ignore[call-overload]
     if dtype.is_unsigned and dtype.itemsize <= 4: return f"{v}u"
     if dtype.is_unsigned or dtype.itemsize > 4 and dtype is not dtypes.int64: raise unsupported("values", dtype)
