@@ -36,6 +36,7 @@ from tgfn.codegen.policy import strict_float
 from tgfn.codegen.semantics import lower_alu
 from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer, Ref
+from tgfn.renderer import wgsl_math
 from tgfn.renderer.dialects import Dialect
 from tgfn.uop.ops import Ops, UOp
 
@@ -60,10 +61,14 @@ _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|", Ops.AND: "&", Ops.OR
 # ops whose result on an int64 value computed in 32 bits differs from the 64-bit one once the value does not
 # fit; + - * << & | ^ keep the low 32 bits right and need no check
 _OBSERVING = {Ops.IDIV, Ops.MOD, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.CAST}
-_MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
+_MATH = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
-            "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || a != b; }\n",
-            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n",
+            # comparisons in bits: SwiftShader's float compares flush denormals to zero (1e-40 == 0.0 was true)
+            "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || tg_order(a) != tg_order(b); }\n",
+            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && tg_order(a) < tg_order(b); }\n",
+            # a non-NaN float's order as an i32: its magnitude's bits, negated for negative values (-0.0 is 0)
+            "tg_order": "fn tg_order(x: f32) -> i32 {\n  let u = bitcast<u32>(x); let m = bitcast<i32>(u & 0x7fffffffu);\n"
+                        "  return select(m, -m, (u >> 31u) != 0u);\n}\n",
             # float16 and bfloat16 bits <-> float32, in integer code (round to nearest even; f32(m) * 2^-24 is exact)
             "tg_h2f": """fn tg_h2f(h: u32) -> f32 {
   let sign = (h & 0x8000u) << 16u; let e = (h >> 10u) & 0x1fu; let m = h & 0x3ffu;
@@ -89,7 +94,8 @@ _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) &
   if ((u & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
   return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
-"""}
+""", **wgsl_math.HELPERS}
+_NEEDS = {"tg_ne": ("tg_isnan", "tg_order"), "tg_lt": ("tg_isnan", "tg_order"), **wgsl_math.NEEDS}  # the helpers each helper calls
 
 
 def unsupported(what: str, dtype: DType) -> NotImplementedError:
@@ -225,15 +231,15 @@ class WGSLRenderer(CStyleRenderer):
       elif op is Ops.STORE: emit(self._store(u.src[0], ref(u.src[1]), ref(u.src[2]), u.src[2].dtype))
       else: declare(u, self.render_alu(u, ref), "alu")
     if 0 not in ids.values(): lines.insert(0, "  if (gid.x != 0u) { return; }")  # one invocation does the loops
-    if "tg_zero" in "\n".join(lines): lines.insert(0, "  let tg_zero: u32 = gid.x >> 31u;  // 0, unknown to the compiler")
+    lines.insert(0, "  tg_zero = gid.x >> 31u;  // 0, unknown to the compiler")
     sizes = [1, 1, 1]
     for rng, dim in ids.items(): sizes[dim] = rng.size
     bindings = [self._binding(i, dt, i in written) for i, dt in enumerate(buffer_dtypes)]
     if param_dtypes: bindings.append(f"@group(0) @binding({len(buffer_dtypes)}) var<storage, read> params: array<u32>;\n")
     body = "\n".join(lines)
     used = {fn for fn in _HELPERS if f"{fn}(" in body}
-    if used & {"tg_ne", "tg_lt"}: used.add("tg_isnan")
-    helpers = "".join(text for fn, text in _HELPERS.items() if fn in used)
+    used |= {need for fn in list(used) for need in _NEEDS.get(fn, ())}
+    helpers = "var<private> tg_zero: u32;\n" + "".join(text for fn, text in _HELPERS.items() if fn in used)
     return (f"// tgfn launch: global={','.join(map(str, sizes))}\n{''.join(bindings)}{helpers}"
             f"@compute @workgroup_size({WORKGROUP_X})\nfn {name}(@builtin(global_invocation_id) gid: vec3<u32>) {{\n{body}\n}}\n")
 
@@ -322,6 +328,7 @@ class WGSLRenderer(CStyleRenderer):
       return f"(0u - {x})" if self.type(dtype) == "u32" else f"(-{x})"  # WGSL has no unary minus on u32
     if op is Ops.RECIP: return f"(1.0f / {x})"
     if op in _MATH: return f"{_MATH[op]}({x})"
+    if op.name in wgsl_math.CALLS: return wgsl_math.CALLS[op.name].format(x)  # float32: halves were widened
     raise NotImplementedError(f"WGSL rendering of {op}")
 
   def cast(self, x: str, src: DType, dst: DType) -> str:

@@ -1,0 +1,128 @@
+"""float32 exp2, log2, sin and cos for WGSL kernels (tgfn/renderer/wgsl.py), as helper functions.
+
+WGSL's builtins are too loose on SwiftShader (log2 180 ulp near 1, sin 2e-4 absolute near its zeros, log2(0)
+finite), and codegen's decompositions (tgfn/codegen/decompositions.py) need 64-bit integers for sin's
+reduction and assume denormals, which SwiftShader flushes to zero (in and out of every float op). These use
+the decompositions' polynomials and reductions with 32-bit integers only:
+  - every float op's result passes through `tg_r` (the rounding barrier: see wgsl.py), so each rounds once;
+  - denormal inputs and outputs are handled in integer bits (log2 normalizes a denormal x with its leading
+    zeros, exp2 builds a denormal result by shifting the mantissa, rounding to nearest even);
+  - sin and cos reduce |x| > pi/4 by Payne-Hanek in u32 arithmetic: the 24-bit mantissa times a 96-bit window
+    of 2/pi's bits (modulo 4 quadrants, 94 fraction bits), the fraction normalized and multiplied by pi/2 in
+    fixed point (within 2^-29 relative, before r's one rounding to float32).
+Accuracy against NumPy (tests/drivers/test_webgpu.py): exp2 and log2 within 2 ulp, sin and cos within 2 ulp."""
+from __future__ import annotations
+
+import math
+import struct
+
+from tgfn.codegen.decompositions import _FORMATS, _TWO_OVER_PI_WORDS  # the polynomials and 2/pi's bits, shared
+from tgfn.dtype import dtypes
+
+_F32 = _FORMATS[dtypes.float32]
+
+
+def _bits(v: float) -> str: return f"bitcast<f32>({struct.unpack('<I', struct.pack('<f', v))[0]:#010x}u)"
+
+
+def _horner(x: str, coeffs: tuple[float, ...]) -> str:
+  """coeffs[0] + coeffs[1] * x + ... by Horner's rule, each op rounded once."""
+  acc = _bits(coeffs[-1])
+  for c in reversed(coeffs[:-1]): acc = f"tg_r(tg_r({acc} * {x}) + {_bits(c)})"
+  return acc
+
+
+# every helper's text; `needs` lists the helpers each one calls
+HELPERS = {
+  "tg_r": "fn tg_r(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ tg_zero); }\n",
+  # the sign flipped in bits (a compiler that assumes no signed zeros may compute -x as 0 - x)
+  "tg_neg": "fn tg_neg(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ 0x80000000u); }\n",
+  "tg_exp2": f"""fn tg_exp2(x: f32) -> f32 {{
+  if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) {{ return x; }}
+  if (x >= 128.0f) {{ return bitcast<f32>(0x7f800000u ^ tg_zero); }}
+  let c = max(x, -152.0f);  // 2^-152 rounds to 0 as every smaller power does
+  let n = tg_r(tg_r(c + 12582912.0f) - 12582912.0f);  // c rounded to an integer (ties to even)
+  let f = tg_r(c - n);  // exact, in [-1/2, 1/2]
+  let p = bitcast<u32>(tg_r(tg_r({_horner("f", _F32.exp2_poly)} * f) + 1.0f));  // 2^f in [0.7, 1.5)
+  let e = i32(p >> 23u) + i32(n);  // the biased exponent of p * 2^n
+  if (e >= 1) {{ return bitcast<f32>((u32(e) << 23u) | (p & 0x7fffffu)); }}
+  // a denormal result: the mantissa shifted right by 1 - e, rounded to nearest even, in integers
+  let shift = u32(1 - e);
+  if (shift > 25u) {{ return 0.0f; }}
+  let m = (p & 0x7fffffu) | 0x800000u;
+  let kept = m >> shift; let rest = m & ((1u << shift) - 1u); let half = 1u << (shift - 1u);
+  return bitcast<f32>(kept + select(0u, 1u, rest > half || (rest == half && (kept & 1u) != 0u)));
+}}
+""",
+  "tg_log2": f"""fn tg_log2(x: f32) -> f32 {{
+  let u = bitcast<u32>(x);
+  if (u == 0u || u == 0x80000000u) {{ return bitcast<f32>(0xff800000u ^ tg_zero); }}
+  if (u >= 0x7f800000u) {{ return select(bitcast<f32>(0x7fc00000u ^ tg_zero), x, u == 0x7f800000u); }}  // inf; NaN, x < 0
+  var e = i32(u >> 23u) - 127; var mantissa = u & 0x7fffffu;
+  if (e == -127) {{  // denormal: normalized by its leading zeros
+    let s = countLeadingZeros(u) - 8u;
+    mantissa = (u << s) & 0x7fffffu; e = -126 - i32(s);
+  }}
+  // m in [sqrt(1/2), sqrt(2)): the mantissa with exponent 0, or -1 from sqrt(2) on
+  let high = mantissa >= 0x3504f3u;
+  let m = bitcast<f32>(mantissa | select(0x3f800000u, 0x3f000000u, high));
+  let t = tg_r(tg_r(m - 1.0f) / tg_r(m + 1.0f));
+  let q = {_horner("tg_r(t * t)", _F32.log2_poly)};
+  return tg_r(f32(e + select(0, 1, high)) + tg_r(t * q));
+}}
+""",
+  "tg_mulhi": """fn tg_mulhi(a: u32, b: u32) -> u32 {  // the high word of a * b, in 16-bit halves
+  let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+  let m1 = ah * bl; let m2 = al * bh;
+  let mid = ((al * bl) >> 16u) + (m1 & 0xffffu) + (m2 & 0xffffu);
+  return ah * bh + (m1 >> 16u) + (m2 >> 16u) + (mid >> 16u);
+}
+""",
+  "tg_sincos": f"""const tg_two_over_pi = array<u32, 10>({", ".join(f"{w:#010x}u" for w in _TWO_OVER_PI_WORDS[:10])});
+fn tg_two_over_pi_at(i: u32, offset: u32) -> u32 {{  // 32 bits of 2/pi from bit 32 * i + offset of the table
+  let w = tg_two_over_pi; let next = select(0u, w[i + 1u] >> (32u - offset), offset != 0u);
+  return (w[i] << offset) | next;
+}}
+fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * pi/2)
+  let a = bitcast<u32>(x) & 0x7fffffffu;
+  if (a >= 0x7f800000u) {{ return bitcast<f32>(0x7fc00000u ^ tg_zero); }}
+  var n = 0u; var r = bitcast<f32>(a);  // |x| = n pi/2 + r
+  if (a > 0x3f490fdau) {{  // |x| > pi/4: Payne-Hanek, |x| * 2/pi mod 4 with 94 fraction bits
+    let m = (a & 0x7fffffu) | 0x800000u;
+    let start = (a >> 23u) - 120u;  // the window's first bit: weight 2^-(exponent - 1), after the zero word
+    let i = start >> 5u; let offset = start & 31u;
+    let w2 = tg_two_over_pi_at(i, offset); let w1 = tg_two_over_pi_at(i + 1u, offset);
+    let w0 = tg_two_over_pi_at(i + 2u, offset);
+    let p0 = m * w0; let h0 = tg_mulhi(m, w0);
+    let p1 = h0 + m * w1;
+    let p2 = tg_mulhi(m, w1) + m * w2 + select(0u, 1u, p1 < h0);
+    n = (p2 >> 30u) + ((p2 >> 29u) & 1u);  // the quadrant, rounded to nearest
+    // the fraction in [-1/2, 1/2), as a signed 64-bit number hi:lo times 2^-64; its magnitude
+    var hi = (p2 << 2u) | (p1 >> 30u); var lo = (p1 << 2u) | (p0 >> 30u);
+    let negative = (hi >> 31u) != 0u;
+    if (negative) {{ hi = ~hi; lo = ~lo + 1u; hi += select(0u, 1u, lo == 0u); }}
+    // normalized: top = the magnitude's leading 32 bits, the magnitude is top * 2^-(32 + lead)
+    var lead = countLeadingZeros(hi); var top = (hi << lead) | select(0u, lo >> (32u - lead), lead != 0u);
+    if (hi == 0u) {{ lead = 32u + countLeadingZeros(lo); top = lo << (lead - 32u); }}
+    // r = magnitude * pi/2 = (top * pi/4 * 2^32) * 2^-(63 + lead), rounded to 24 bits
+    let product = tg_mulhi(top, 0xc90fdaa2u);  // in [2^30, 2^32)
+    let s = countLeadingZeros(product);
+    let normal = product << s;
+    let mantissa = (normal >> 8u) + ((normal >> 7u) & 1u);  // 2^23 ..= 2^24 (a carry moves into the exponent)
+    r = bitcast<f32>(select(0u, ((126u - lead - s) << 23u) + mantissa, top != 0u) | select(0u, 0x80000000u, negative));
+  }}
+  if ((bitcast<u32>(x) >> 31u) != 0u) {{ n = 0u - n; r = tg_neg(r); }}  // sin(-x) = -sin(x)
+  let z = tg_r(r * r);
+  // where z is 0 (r denormal or tiny), sin r is r: the sum would flush a denormal r
+  let sin_r = select(tg_r(r + tg_r(tg_r(r * z) * {_horner("z", _F32.sin_poly)})), r, z == 0.0f);
+  let cos_r = tg_r(tg_r({_horner("z", _F32.cos_poly)} * z) + 1.0f);
+  let q = n + quarter_turns;
+  let out = select(sin_r, cos_r, (q & 1u) != 0u);
+  return select(out, tg_neg(out), (q & 2u) != 0u);
+}}
+""",
+}
+NEEDS = {"tg_exp2": ("tg_r",), "tg_log2": ("tg_r",), "tg_sincos": ("tg_r", "tg_neg", "tg_mulhi")}
+# how a kernel calls each function on its float32 operand
+CALLS = {"EXP2": "tg_exp2({})", "LOG2": "tg_log2({})", "SIN": "tg_sincos({}, 0u)", "COS": "tg_sincos({}, 1u)"}
+assert math.isclose(struct.unpack("<f", struct.pack("<I", 0x3f490fda))[0], math.pi / 4, rel_tol=1e-7)
