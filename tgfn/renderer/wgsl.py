@@ -299,6 +299,8 @@ class WGSLRenderer(CStyleRenderer):
     if op in (Ops.CMPNE, Ops.CMPLT) and srcs[0].dtype.is_float:  # NaN tests in bits: see the module's docstring
       if op is Ops.CMPNE and srcs[0] is srcs[1]: return f"tg_isnan({ref(srcs[0])})"
       return f"{'tg_ne' if op is Ops.CMPNE else 'tg_lt'}({ref(srcs[0])}, {ref(srcs[1])})"
+    if u.dtype is dtypes.float32 and op in _EXACT:  # denormals kept (SwiftShader flushes them): wgsl_math
+      return _EXACT[op].format(*(ref(s) for s in srcs), one=self.const(1.0, dtypes.float32))
     if len(srcs) == 1: out = self.unary(op, ref(srcs[0]), u.dtype)
     else: out = self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype)
     if u.dtype.name in _NARROW_INTS and op in _WRAPPING: return _wrap(out, u.dtype)
@@ -352,6 +354,8 @@ class WGSLRenderer(CStyleRenderer):
 
 
 _ROUNDING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP}
+_EXACT = {Ops.ADD: "tg_add({0}, {1})", Ops.SUB: "tg_add({0}, tg_neg({1}))", Ops.MUL: "tg_mul({0}, {1})",
+          Ops.FDIV: "tg_div({0}, {1})", Ops.RECIP: "tg_div({one}, {0})", Ops.SQRT: "tg_sqrt({0})"}
 _WRAPPING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL, Ops.NEG}  # may leave a narrow int's range
 
 

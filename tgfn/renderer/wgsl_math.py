@@ -121,8 +121,87 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
   return select(out, tg_neg(out), (q & 2u) != 0u);
 }}
 """,
+  # ---- + - * / and sqrt with IEEE denormals: SwiftShader flushes denormal operands and results to zero, so
+  # where one may occur the op is done in integers (or on values scaled into the normal range, exactly)
+  "tg_split": """fn tg_split(u: u32) -> vec2<i32> {  // finite nonzero |x| = m * 2^(e - 23), m in [2^23, 2^24): (m, e)
+  let a = u & 0x7fffffffu; let s = max(countLeadingZeros(a), 8u) - 8u;  // denormals: normalized by their leading zeros
+  let normal = a >= 0x00800000u;
+  return vec2<i32>(i32(select(a << s, (a & 0x7fffffu) | 0x800000u, normal)), select(-126 - i32(s), i32(a >> 23u) - 127, normal));
 }
-NEEDS = {"tg_exp2": ("tg_r",), "tg_log2": ("tg_r",), "tg_sincos": ("tg_r", "tg_neg", "tg_mulhi")}
+""",
+  "tg_small": "fn tg_small(u: u32) -> bool { return (u & 0x7fffffffu) < 0x01000000u; }  // 0, denormal, or < 2^-125\n",
+  "tg_round": """fn tg_round(sign: u32, m: u32, lead: u32, e: i32, sticky: bool) -> f32 {
+  // sign | m * 2^(e - lead), whose leading bit is bit `lead` (< 32) of m, rounded once to nearest even; `sticky`
+  // says whether nonzero bits below m were dropped
+  let biased = e + 127;
+  let want = lead - 23u + u32(max(0, 1 - biased));  // at least 1
+  let shift = min(want, lead + 1u);  // beyond, the result is 0
+  let kept = select(m >> shift, 0u, shift == 32u);
+  let half = (m >> (shift - 1u)) & 1u;
+  let up = half == 1u && (sticky || (m & ((1u << (shift - 1u)) - 1u)) != 0u || (kept & 1u) == 1u);
+  // a denormal's bits are its mantissa; a normal's exponent is added to its leading bit (a carry moves it on)
+  let bits = select(0u, u32(biased - 1) << 23u, biased >= 1) + kept + select(0u, 1u, up);
+  return bitcast<f32>(sign | select(select(bits, 0u, want > lead + 1u), 0x7f800000u, biased >= 255));
+}
+""",
+  "tg_up64": """fn tg_up64(u: u32) -> f32 {  // x * 2^64 for |x| < 2^-100, exactly (denormals too)
+  if ((u & 0x7fffffffu) == 0u) { return bitcast<f32>(u); }
+  let x = tg_split(u);
+  return bitcast<f32>((u & 0x80000000u) | (u32(x.y + 191) << 23u) | (u32(x.x) & 0x7fffffu));
+}
+""",
+  "tg_add": """fn tg_add(a: f32, b: f32) -> f32 {
+  let ua = bitcast<u32>(a); let ub = bitcast<u32>(b);
+  if (max(ua & 0x7fffffffu, ub & 0x7fffffffu) >= 0x0d800000u) { return tg_r(a + b); }  // beyond 2^-100 denormals do not matter
+  // both below 2^-100: added scaled by 2^64 and scaled back; a sum that is denormal is exact, so nothing rounds twice
+  let s = bitcast<u32>(tg_r(tg_up64(ua) + tg_up64(ub)));
+  let e = (s >> 23u) & 0xffu;
+  if (e > 64u || e == 0u) { return bitcast<f32>(select(s - (64u << 23u), s, e == 0u)); }  // normal, or zero
+  return bitcast<f32>((s & 0x80000000u) | (((s & 0x7fffffu) | 0x800000u) >> (65u - e)));  // denormal (no bits lost)
+}
+""",
+  "tg_mul": """fn tg_mul(a: f32, b: f32) -> f32 {
+  let r = tg_r(a * b);
+  let ua = bitcast<u32>(a); let ub = bitcast<u32>(b); let sign = (ua ^ ub) & 0x80000000u;
+  let big = max(ua & 0x7fffffffu, ub & 0x7fffffffu); let little = min(ua & 0x7fffffffu, ub & 0x7fffffffu);
+  // exact but where an operand or the result is denormal (or 0, or tiny), for finite operands
+  let x = tg_split(ua); let y = tg_split(ub);
+  let hi = tg_mulhi(u32(x.x), u32(y.x)); let lo = u32(x.x) * u32(y.x);  // in [2^46, 2^48)
+  let lead = select(30u, 31u, (hi >> 15u) != 0u);  // of the top 32 bits, (hi:lo) >> 16
+  let exact = select(tg_round(sign, (hi << 16u) | (lo >> 16u), lead, x.y + y.y + i32(lead) - 30, (lo & 0xffffu) != 0u),
+                     bitcast<f32>(sign), little == 0u);
+  let slow = big < 0x7f800000u && (tg_small(ua) || tg_small(ub) || tg_small(bitcast<u32>(r)));
+  // inf times a denormal is inf (r is NaN: the denormal was read as 0)
+  return select(select(r, bitcast<f32>(sign | 0x7f800000u), big == 0x7f800000u && little != 0u), exact, slow);
+}
+""",
+  "tg_div": """fn tg_div(a: f32, b: f32) -> f32 {
+  let r = tg_r(a / b);
+  let ua = bitcast<u32>(a); let ub = bitcast<u32>(b);
+  if (max(ua & 0x7fffffffu, ub & 0x7fffffffu) >= 0x7f800000u || !(tg_small(ua) || tg_small(ub) || tg_small(bitcast<u32>(r)))) { return r; }
+  let sign = (ua ^ ub) & 0x80000000u;
+  if ((ub & 0x7fffffffu) == 0u) { return select(bitcast<f32>(sign | 0x7f800000u), bitcast<f32>(0x7fc00000u ^ tg_zero), (ua & 0x7fffffffu) == 0u); }
+  if ((ua & 0x7fffffffu) == 0u) { return bitcast<f32>(sign); }
+  // the mantissas' quotient in [1, 2), 26 bits by long division, the remainder sticky
+  let x = tg_split(ua); let y = tg_split(ub);
+  var num = u32(x.x); let den = u32(y.x); var e = x.y - y.y;
+  if (num < den) { num = num << 1u; e -= 1; }
+  var q = 0u;
+  for (var i = 0u; i < 26u; i++) { q = q << 1u; if (num >= den) { num -= den; q |= 1u; } num = num << 1u; }
+  return tg_round(sign, q, 25u, e, num != 0u);
+}
+""",
+  "tg_sqrt": """fn tg_sqrt(x: f32) -> f32 {
+  let u = bitcast<u32>(x);
+  if ((u & 0x7f800000u) != 0u || (u & 0x7fffffu) == 0u) { return sqrt(x); }
+  if ((u >> 31u) != 0u) { return bitcast<f32>(0x7fc00000u ^ tg_zero); }  // a negative denormal
+  return bitcast<f32>(bitcast<u32>(sqrt(tg_up64(u))) - (32u << 23u));  // sqrt(x * 2^64) * 2^-32, exactly
+}
+""",
+}
+NEEDS = {"tg_exp2": ("tg_r",), "tg_log2": ("tg_r",), "tg_sincos": ("tg_r", "tg_neg", "tg_mulhi"),
+         "tg_add": ("tg_r", "tg_up64", "tg_split"), "tg_mul": ("tg_r", "tg_small", "tg_split", "tg_mulhi", "tg_round"),
+         "tg_div": ("tg_r", "tg_small", "tg_split", "tg_round"), "tg_sqrt": ("tg_up64", "tg_split")}
 # how a kernel calls each function on its float32 operand
 CALLS = {"EXP2": "tg_exp2({})", "LOG2": "tg_log2({})", "SIN": "tg_sincos({}, 0u)", "COS": "tg_sincos({}, 1u)"}
 assert math.isclose(struct.unpack("<f", struct.pack("<I", 0x3f490fda))[0], math.pi / 4, rel_tol=1e-7)
