@@ -16,13 +16,16 @@ plain operators, as the C family's does; what WGSL adds:
   - literals are exact: floats are written as their bits, made opaque to the compiler (`^ tg_zero`, below), so
     NaN and infinity need no literal and no algebra is done on a known constant (x * 0.0 -> 0, x / c -> x * 1/c).
   - exact float arithmetic: the WebGPU compilers may rewrite float math algebraically (SwiftShader folds
-    `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 + - * / result
-    therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero is `gid.x >> 31`:
-    0 at run time (grids are smaller than 2**31) but unknown to the compiler, so each op rounds once,
-    where tgfn/uop/alu.py says. For the same reason NaN never reaches a float comparison or a float -> bool
-    cast (SwiftShader assumes there is none: NaN cast to False): they test its bits first.
-  - transcendentals are WGSL's own (exp2, log2, sin, cos): codegen's polynomial versions need 64-bit
-    integers (sin's argument reduction); their accuracy is the platform's (docs/backends.md).
+    `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 result
+    therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero (a private variable)
+    is `gid.x >> 31`: 0 at run time (grids are smaller than 2**31) but unknown to the compiler, so each op
+    rounds once, where tgfn/uop/alu.py says. For the same reason NaN never reaches a float comparison or a
+    float -> bool cast (SwiftShader assumes there is none: NaN cast to False): they test its bits first.
+  - denormals: SwiftShader flushes denormal operands and results to zero. Elementwise + - * / sqrt call
+    helpers (tgfn/renderer/wgsl_math.py) that take an exact slow path where a denormal may occur, and float
+    comparisons compare bits. A reduction's accumulation is plain (its tolerance is absolute too).
+  - transcendentals (exp2, log2, sin, cos) are wgsl_math's helpers: codegen's polynomials, with a 32-bit
+    Payne-Hanek reduction for sin and cos (codegen's needs 64-bit integers) and denormals in integer bits.
   - scalar parameters arrive as the u32 words of one read-only storage buffer, bound after the buffers.
 """
 from __future__ import annotations
@@ -95,7 +98,8 @@ _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) &
   return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
 """, **wgsl_math.HELPERS}
-_NEEDS = {"tg_ne": ("tg_isnan", "tg_order"), "tg_lt": ("tg_isnan", "tg_order"), **wgsl_math.NEEDS}  # the helpers each helper calls
+# the helpers each helper calls
+_NEEDS = {"tg_ne": ("tg_isnan", "tg_order"), "tg_lt": ("tg_isnan", "tg_order"), **wgsl_math.NEEDS}
 
 
 def unsupported(what: str, dtype: DType) -> NotImplementedError:
@@ -150,7 +154,7 @@ class WGSLRenderer(CStyleRenderer):
   """WGSL compute shaders: one entry point per kernel, buffers as storage bindings of group 0."""
   dialect = WGSL
   supports_opts = False
-  has_transcendentals = True  # codegen's own need 64-bit integers (sin, cos): WGSL's are used
+  has_transcendentals = True  # wgsl_math's helpers: codegen's need 64-bit integers (sin, cos) and denormals
 
   def type(self, dtype: DType) -> str:
     if dtype.count > 1: raise NotImplementedError("WGSL kernels are scalar (no opts)")
