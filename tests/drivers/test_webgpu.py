@@ -246,7 +246,7 @@ def _same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 def test_float_arithmetic_is_ieee_with_denormals(monkeypatch) -> None:
   """SwiftShader flushes denormal operands and results to zero and divides by a constant through its
-  reciprocal: + - * / sqrt, 1/x and the comparisons must still be NumPy's, bit for bit, on random bits,
+  reciprocal: + - * / sqrt, 1/x, negation and the comparisons must still be NumPy's, bit for bit, on random bits,
   on pairs below 2^-100 (where denormals decide), and on denormals with normal numbers."""
   _webgpu_or_skip()
   monkeypatch.setenv("DEV", "WEBGPU")
@@ -258,7 +258,8 @@ def test_float_arithmetic_is_ieee_with_denormals(monkeypatch) -> None:
   a, b = tnp.asarray(x), tnp.asarray(y)
   with np.errstate(all="ignore"):
     results = {"+": (a + b, x + y), "-": (a - b, x - y), "*": (a * b, x * y), "/": (a / b, x / y),
-               "/ 3": (a / 3.0, x / np.float32(3)), "1/x": (1 / a, np.float32(1) / x), "sqrt": (tnp.sqrt(a), np.sqrt(x))}
+               "/ 3": (a / 3.0, x / np.float32(3)), "1/x": (1 / a, np.float32(1) / x), "sqrt": (tnp.sqrt(a), np.sqrt(x)),
+               "-x": (-a, -x), "trunc": (tnp.trunc(a), np.trunc(x))}
     for name, (got, want) in results.items():
       bad = ~_same_bits(np.asarray(got), want)
       assert not bad.any(), f"{name}: {x[bad][:4]}, {y[bad][:4]} gave {np.asarray(got)[bad][:4]}, NumPy {want[bad][:4]}"

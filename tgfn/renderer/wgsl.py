@@ -331,6 +331,7 @@ class WGSLRenderer(CStyleRenderer):
   def unary(self, op: Ops, x: str, dtype: DType) -> str:
     if op is Ops.NEG:
       if dtype.is_bool: return f"(!{x})"
+      if dtype is dtypes.float32: return f"tg_neg({x})"  # the sign bit flipped: SwiftShader's -x flushes denormals
       return f"(0u - {x})" if self.type(dtype) == "u32" else f"(-{x})"  # WGSL has no unary minus on u32
     if op is Ops.RECIP: return f"(1.0f / {x})"
     if op in _MATH: return f"{_MATH[op]}({x})"
