@@ -64,7 +64,7 @@ _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|", Ops.AND: "&", Ops.OR
 # ops whose result on an int64 value computed in 32 bits differs from the 64-bit one once the value does not
 # fit; + - * << & | ^ keep the low 32 bits right and need no check
 _OBSERVING = {Ops.IDIV, Ops.MOD, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.CAST}
-_MATH = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+_MATH = {Ops.TRUNC: "trunc"}  # sqrt, exp2, log2, sin, cos: helpers (_EXACT, wgsl_math.CALLS)
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
             # comparisons in bits: SwiftShader's float compares flush denormals to zero (1e-40 == 0.0 was true)
             "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || tg_order(a) != tg_order(b); }\n",
@@ -333,7 +333,6 @@ class WGSLRenderer(CStyleRenderer):
       if dtype.is_bool: return f"(!{x})"
       if dtype is dtypes.float32: return f"tg_neg({x})"  # the sign bit flipped: SwiftShader's -x flushes denormals
       return f"(0u - {x})" if self.type(dtype) == "u32" else f"(-{x})"  # WGSL has no unary minus on u32
-    if op is Ops.RECIP: return f"(1.0f / {x})"
     if op in _MATH: return f"{_MATH[op]}({x})"
     if op.name in wgsl_math.CALLS: return wgsl_math.CALLS[op.name].format(x)  # float32: halves were widened
     raise NotImplementedError(f"WGSL rendering of {op}")
