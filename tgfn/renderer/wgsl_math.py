@@ -128,9 +128,10 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
   # ---- + - * / and sqrt with IEEE denormals: SwiftShader flushes denormal operands and results to zero, so
   # where one may occur the op is done in integers (or on values scaled into the normal range, exactly)
   "tg_split": """fn tg_split(u: u32) -> vec2<i32> {  // finite nonzero |x| = m * 2^(e - 23), m in [2^23, 2^24): (m, e)
-  let a = u & 0x7fffffffu; let s = max(countLeadingZeros(a), 8u) - 8u;  // denormals: normalized by their leading zeros
-  let normal = a >= 0x00800000u;
-  return vec2<i32>(i32(select(a << s, (a & 0x7fffffu) | 0x800000u, normal)), select(-126 - i32(s), i32(a >> 23u) - 127, normal));
+  // a denormal's mantissa, converted to float exactly, has it normalized (constant shifts: variable ones are slow)
+  let a = u & 0x7fffffffu; let normal = a >= 0x00800000u;
+  let f = select(bitcast<u32>(f32(i32(a))), a, normal);
+  return vec2<i32>(i32((f & 0x7fffffu) | 0x800000u), i32(f >> 23u) - select(276, 127, normal));
 }
 """,
   "tg_small": "fn tg_small(u: u32) -> bool { return (u & 0x7fffffffu) < 0x01000000u; }  // 0, denormal, or < 2^-125\n",
@@ -148,10 +149,9 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
   return bitcast<f32>(sign | select(select(bits, 0u, want > lead + 1u), 0x7f800000u, biased >= 255));
 }
 """,
-  "tg_up64": """fn tg_up64(u: u32) -> f32 {  // x * 2^64 for |x| < 2^-100, exactly (denormals too)
-  if ((u & 0x7fffffffu) == 0u) { return bitcast<f32>(u); }
-  let x = tg_split(u);
-  return bitcast<f32>((u & 0x80000000u) | (u32(x.y + 191) << 23u) | (u32(x.x) & 0x7fffffu));
+  "tg_up64": """fn tg_up64(u: u32) -> f32 {  // x * 2^64 for |x| < 2^-100, exactly (a denormal: its mantissa times 2^-85)
+  let denormal = tg_r(f32(i32(u & 0x7fffffu)) * bitcast<f32>(0x15000000u ^ tg_zero));
+  return bitcast<f32>(select(u + (64u << 23u), bitcast<u32>(denormal) | (u & 0x80000000u), (u & 0x7f800000u) == 0u));
 }
 """,
   "tg_add": """fn tg_add(a: f32, b: f32) -> f32 {
@@ -161,7 +161,8 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
   let s = bitcast<u32>(tg_r(tg_up64(ua) + tg_up64(ub)));
   let e = (s >> 23u) & 0xffu;
   if (e > 64u || e == 0u) { return bitcast<f32>(select(s - (64u << 23u), s, e == 0u)); }  // normal, or zero
-  return bitcast<f32>((s & 0x80000000u) | (((s & 0x7fffffu) | 0x800000u) >> (65u - e)));  // denormal (no bits lost)
+  // a denormal: |s| * 2^85 is its mantissa, an integer (no bits were lost)
+  return bitcast<f32>((s & 0x80000000u) | u32(tg_r(bitcast<f32>(s & 0x7fffffffu) * bitcast<f32>(0x6a000000u ^ tg_zero))));
 }
 """,
   "tg_mul": """fn tg_mul(a: f32, b: f32) -> f32 {
@@ -207,7 +208,7 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
 """,
 }
 NEEDS = {"tg_exp2": ("tg_r",), "tg_log2": ("tg_r",), "tg_sincos": ("tg_r", "tg_neg", "tg_mulhi"),
-         "tg_add": ("tg_r", "tg_up64", "tg_split"), "tg_mul": ("tg_r", "tg_small", "tg_split", "tg_mulhi", "tg_round"),
-         "tg_div": ("tg_r", "tg_small", "tg_split", "tg_round"), "tg_sqrt": ("tg_up64", "tg_split")}
+         "tg_add": ("tg_r", "tg_up64"), "tg_mul": ("tg_r", "tg_small", "tg_split", "tg_mulhi", "tg_round"),
+         "tg_div": ("tg_r", "tg_small", "tg_split", "tg_round"), "tg_sqrt": ("tg_r", "tg_up64")}
 # how a kernel calls each function on its float32 operand
 CALLS = {"EXP2": "tg_exp2({})", "LOG2": "tg_log2({})", "SIN": "tg_sincos({}, 0u)", "COS": "tg_sincos({}, 1u)"}
