@@ -7,9 +7,9 @@ zeros, log2(0) finite). Codegen's decompositions (tgfn/codegen/decompositions.py
 sin's reduction and assume denormals. These helpers use the decompositions' polynomials, 32-bit integers only:
   - every float op's result passes through `tg_r` (the rounding barrier: see wgsl.py), so each rounds once;
   - + - * / sqrt run natively and take a slow path only where a denormal may occur (an operand or the result
-    below 2^-125, or both operands below 2^-100 for a sum): the product's mantissas multiplied and the
-    quotient's divided in integers, rounded once to nearest even (`tg_round`); sums and square roots on
-    operands scaled by 2^64 in bits, where nothing rounds twice (a denormal sum is exact);
+    below 2^-125, or both operands below 2^-100 for a sum): the mantissas' product in integers, and their native
+    quotient corrected by its exact integer remainder, each rounded once to nearest even (`tg_round`); sums and
+    square roots on operands scaled by 2^64, where nothing rounds twice (a denormal sum is exact);
   - log2 normalizes a denormal x by its leading zeros, exp2 builds a denormal result by shifting the mantissa;
   - sin and cos reduce |x| > pi/4 by Payne-Hanek in u32 arithmetic: the 24-bit mantissa times a 96-bit window
     of 2/pi's bits (modulo 4 quadrants, 94 fraction bits), the fraction normalized and multiplied by pi/2 in
@@ -190,13 +190,15 @@ fn tg_sincos(x: f32, quarter_turns: u32) -> f32 {{  // sin(x + quarter_turns * p
     return select(bitcast<f32>(sign | 0x7f800000u), bitcast<f32>(0x7fc00000u ^ tg_zero), (ua & 0x7fffffffu) == 0u);
   }
   if ((ua & 0x7fffffffu) == 0u) { return bitcast<f32>(sign); }
-  // the mantissas' quotient in [1, 2), 26 bits by long division, the remainder sticky
+  // the mantissas' quotient in [1, 2) to 26 bits: the native quotient q (24 bits, correctly rounded) corrected by
+  // the exact remainder num * 2^23 - q * den (below 2^24 in magnitude, so wrapping u32 arithmetic holds it)
   let x = tg_split(ua); let y = tg_split(ub);
   var num = u32(x.x); let den = u32(y.x); var e = x.y - y.y;
   if (num < den) { num = num << 1u; e -= 1; }
-  var q = 0u;
-  for (var i = 0u; i < 26u; i++) { q = q << 1u; if (num >= den) { num -= den; q |= 1u; } num = num << 1u; }
-  return tg_round(sign, q, 25u, e, num != 0u);
+  let q = u32(i32(tg_r(tg_r(f32(i32(num)) / f32(i32(den))) * 8388608.0f)));
+  let r4 = 4 * bitcast<i32>((num << 23u) - q * den);  // in (-2 den, 2 den): a 24-bit quotient is never a tie
+  let d = select(select(select(-2, -1, r4 >= -i32(den)), 0, r4 >= 0), 1, r4 >= i32(den));  // floor(r4 / den)
+  return tg_round(sign, u32(i32(4u * q) + d), 25u, e, r4 != d * i32(den));
 }
 """,
   "tg_sqrt": """fn tg_sqrt(x: f32) -> f32 {
