@@ -10,7 +10,7 @@ sin's reduction and assume denormals. These helpers use the decompositions' poly
     below 2^-125, or both operands below 2^-100 for a sum): the mantissas' product in integers, and their native
     quotient corrected by its exact integer remainder, each rounded once to nearest even (`tg_round`); sums and
     square roots on operands scaled by 2^64, where nothing rounds twice (a denormal sum is exact);
-  - log2 normalizes a denormal x by its leading zeros, exp2 builds a denormal result by shifting the mantissa;
+  - log2 normalizes a denormal x by converting its bits to float, exp2 rounds a denormal result's mantissa;
   - sin and cos reduce |x| > pi/4 by Payne-Hanek in u32 arithmetic: the 24-bit mantissa times a 96-bit window
     of 2/pi's bits (modulo 4 quadrants, 94 fraction bits), the fraction normalized and multiplied by pi/2 in
     fixed point (within 2^-29 relative, before r's one rounding to float32).
@@ -50,12 +50,11 @@ HELPERS = {
   let p = bitcast<u32>(tg_r(tg_r({_horner("f", _F32.exp2_poly)} * f) + 1.0f));  // 2^f in [0.7, 1.5)
   let e = i32(p >> 23u) + i32(n);  // the biased exponent of p * 2^n
   if (e >= 1) {{ return bitcast<f32>((u32(e) << 23u) | (p & 0x7fffffu)); }}
-  // a denormal result: the mantissa shifted right by 1 - e, rounded to nearest even, in integers
+  // a denormal result: the mantissa times 2^-(1 - e) (below 2^23), rounded to an integer (nearest even) by adding 2^23
   let shift = u32(1 - e);
   if (shift > 25u) {{ return 0.0f; }}
-  let m = (p & 0x7fffffu) | 0x800000u;
-  let kept = m >> shift; let rest = m & ((1u << shift) - 1u); let half = 1u << (shift - 1u);
-  return bitcast<f32>(kept + select(0u, 1u, rest > half || (rest == half && (kept & 1u) != 0u)));
+  let scaled = tg_r(f32(i32((p & 0x7fffffu) | 0x800000u)) * bitcast<f32>((127u - shift) << 23u));
+  return bitcast<f32>(u32(i32(tg_r(tg_r(scaled + 8388608.0f) - 8388608.0f))));
 }}
 """,
   "tg_log2": f"""fn tg_log2(x: f32) -> f32 {{
@@ -63,9 +62,9 @@ HELPERS = {
   if (u == 0u || u == 0x80000000u) {{ return bitcast<f32>(0xff800000u ^ tg_zero); }}
   if (u >= 0x7f800000u) {{ return select(bitcast<f32>(0x7fc00000u ^ tg_zero), x, u == 0x7f800000u); }}  // inf; NaN, x < 0
   var e = i32(u >> 23u) - 127; var mantissa = u & 0x7fffffu;
-  if (e == -127) {{  // denormal: normalized by its leading zeros
-    let s = countLeadingZeros(u) - 8u;
-    mantissa = (u << s) & 0x7fffffu; e = -126 - i32(s);
+  if (e == -127) {{  // denormal: normalized by an exact conversion of its bits to float (x = bits * 2^-149)
+    let f = bitcast<u32>(f32(i32(u)));
+    mantissa = f & 0x7fffffu; e = i32(f >> 23u) - 276;
   }}
   // m in [sqrt(1/2), sqrt(2)): the mantissa with exponent 0, or -1 from sqrt(2) on
   let high = mantissa >= 0x3504f3u;
