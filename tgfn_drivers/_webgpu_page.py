@@ -5,7 +5,8 @@ posting the replies with its next request. Commands:
   compile {id, src, entry, bindings: ["storage" | "read-only-storage", ...]}
                                  -> {ms}: the shader module and the pipeline, or {error}
   alloc {id, size}, free {id}, write {id, data (base64)}
-  launch {pipe, bufs: [ids], params: [u32 words], groups: [x, y, z]}
+  launch {pipe, bufs: [ids], params: [u32 words], groups: [x, y, z]}: a buffer bound both read-only and
+                                 writable (a donated input's memory reused for the output) is read through a copy
   copy {src, src_offset, dst, dst_offset, size}: a region of one buffer into another, queued like a launch
   read {id, size}                -> {data (base64)}: waits for every launch before it
   sync                           -> {}: waits for every launch
@@ -46,14 +47,27 @@ async function compile(cmd) {
   try {
     const pipe = await device.createComputePipelineAsync({
       layout: device.createPipelineLayout({bindGroupLayouts: [layout]}), compute: {module, entryPoint: cmd.entry}});
-    pipes.set(cmd.id, {pipe, layout});
+    pipes.set(cmd.id, {pipe, layout, types: cmd.bindings});
   } catch (e) { return {error: String(e.message || e)}; }
   return {ms: performance.now() - t0};
 }
 
 function launch(cmd) {
-  const {pipe, layout} = pipes.get(cmd.pipe);
-  const entries = cmd.bufs.map((id, binding) => ({binding, resource: {buffer: bufs.get(id)}}));
+  const {pipe, layout, types} = pipes.get(cmd.pipe);
+  const encoder = device.createCommandEncoder(), scratch = [];
+  // WebGPU forbids binding a buffer as writable and as read-only in one dispatch (an output that reuses a
+  // donated input's memory): the read-only binding gets a copy taken just before, which reads the same values
+  const written = new Set(cmd.bufs.filter((id, binding) => types[binding] === "storage"));
+  const entries = cmd.bufs.map((id, binding) => {
+    let buffer = bufs.get(id);
+    if (types[binding] !== "storage" && written.has(id)) {
+      const copy = device.createBuffer({size: buffer.size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST});
+      encoder.copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
+      scratch.push(copy);
+      buffer = copy;
+    }
+    return {binding, resource: {buffer}};
+  });
   if (cmd.params.length) {
     const words = new Uint32Array(cmd.params);
     const params = device.createBuffer({size: words.byteLength, usage: GPUBufferUsage.STORAGE, mappedAtCreation: true});
@@ -61,13 +75,13 @@ function launch(cmd) {
     params.unmap();
     entries.push({binding: cmd.bufs.length, resource: {buffer: params}});
   }
-  const encoder = device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   pass.setPipeline(pipe);
   pass.setBindGroup(0, device.createBindGroup({layout, entries}));
   pass.dispatchWorkgroups(...cmd.groups);
   pass.end();
   device.queue.submit([encoder.finish()]);
+  for (const buffer of scratch) buffer.destroy();  // freed once the submitted work is done
 }
 
 function copy(cmd) {

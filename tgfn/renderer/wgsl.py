@@ -13,16 +13,19 @@ plain operators, as the C family's does; what WGSL adds:
   - index arithmetic: tgfn computes indices in int64; here they are i32. A value that may not fit 32 bits
     where the difference shows (a division, a comparison, a max, a conversion) raises NotImplementedError,
     as does a kernel over 2**31 elements (`_check_index_ranges`).
-  - literals are exact: floats other than small integers are written as their bits; NaN and infinity
-    through a helper function (WGSL has no literal for them, and a constant expression may not hold them).
+  - literals are exact: floats are written as their bits, made opaque to the compiler (`^ tg_zero`, below), so
+    NaN and infinity need no literal and no algebra is done on a known constant (x * 0.0 -> 0, x / c -> x * 1/c).
   - exact float arithmetic: the WebGPU compilers may rewrite float math algebraically (SwiftShader folds
-    `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 + - * / result
-    therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero is `gid.x >> 31`:
-    0 at run time (grids are smaller than 2**31) but unknown to the compiler, so each op rounds once,
-    where tgfn/uop/alu.py says. For the same reason NaN never reaches a float comparison or a float -> bool
-    cast (SwiftShader assumes there is none: NaN cast to False): they test its bits first.
-  - transcendentals are WGSL's own (exp2, log2, sin, cos): codegen's polynomial versions need 64-bit
-    integers (sin's argument reduction); their accuracy is the platform's (docs/backends.md).
+    `(x + c) - c` to `x`, which breaks the rounding tricks codegen relies on). Every float32 result
+    therefore passes through `bitcast<f32>(bitcast<u32>(r) ^ tg_zero)`, where tg_zero (a private variable)
+    is `gid.x >> 31`: 0 at run time (grids are smaller than 2**31) but unknown to the compiler, so each op
+    rounds once, where tgfn/uop/alu.py says. For the same reason NaN never reaches a float comparison or a
+    float -> bool cast (SwiftShader assumes there is none: NaN cast to False): they test its bits first.
+  - denormals: SwiftShader flushes denormal operands and results to zero. Elementwise + - * / sqrt call
+    helpers (tgfn/renderer/wgsl_math.py) that take an exact slow path where a denormal may occur, and float
+    comparisons compare bits. A reduction's accumulation is plain (its tolerance is absolute too).
+  - transcendentals (exp2, log2, sin, cos) are wgsl_math's helpers: codegen's polynomials, with a 32-bit
+    Payne-Hanek reduction for sin and cos (codegen's needs 64-bit integers) and denormals in integer bits.
   - scalar parameters arrive as the u32 words of one read-only storage buffer, bound after the buffers.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ from tgfn.codegen.policy import strict_float
 from tgfn.codegen.semantics import lower_alu
 from tgfn.dtype import DType, dtypes
 from tgfn.renderer.cstyle import CStyleRenderer, Ref
+from tgfn.renderer import wgsl_math
 from tgfn.renderer.dialects import Dialect
 from tgfn.uop.ops import Ops, UOp
 
@@ -60,11 +64,14 @@ _BOOL_OPERATOR = {Ops.ADD: "|", Ops.MUL: "&", Ops.MAX: "|", Ops.AND: "&", Ops.OR
 # ops whose result on an int64 value computed in 32 bits differs from the 64-bit one once the value does not
 # fit; + - * << & | ^ keep the low 32 bits right and need no check
 _OBSERVING = {Ops.IDIV, Ops.MOD, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.CAST}
-_MATH = {Ops.SQRT: "sqrt", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.TRUNC: "trunc"}
+_MATH = {Ops.TRUNC: "trunc"}  # sqrt, exp2, log2, sin, cos: helpers (_EXACT, wgsl_math.CALLS)
 _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n",
-            "tg_f32": "fn tg_f32(bits: u32) -> f32 { return bitcast<f32>(bits); }\n",
-            "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || a != b; }\n",
-            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && a < b; }\n",
+            # comparisons in bits: SwiftShader's float compares flush denormals to zero (1e-40 == 0.0 was true)
+            "tg_ne": "fn tg_ne(a: f32, b: f32) -> bool { return tg_isnan(a) || tg_isnan(b) || tg_order(a) != tg_order(b); }\n",
+            "tg_lt": "fn tg_lt(a: f32, b: f32) -> bool { return !tg_isnan(a) && !tg_isnan(b) && tg_order(a) < tg_order(b); }\n",
+            # a non-NaN float's order as an i32: its magnitude's bits, negated for negative values (-0.0 is 0)
+            "tg_order": "fn tg_order(x: f32) -> i32 {\n  let u = bitcast<u32>(x); let m = bitcast<i32>(u & 0x7fffffffu);\n"
+                        "  return select(m, -m, (u >> 31u) != 0u);\n}\n",
             # float16 and bfloat16 bits <-> float32, in integer code (round to nearest even; f32(m) * 2^-24 is exact)
             "tg_h2f": """fn tg_h2f(h: u32) -> f32 {
   let sign = (h & 0x8000u) << 16u; let e = (h >> 10u) & 0x1fu; let m = h & 0x3ffu;
@@ -90,7 +97,9 @@ _HELPERS = {"tg_isnan": "fn tg_isnan(x: f32) -> bool { return (bitcast<u32>(x) &
   if ((u & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
   return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
-"""}
+""", **wgsl_math.HELPERS}
+# the helpers each helper calls
+_NEEDS = {"tg_ne": ("tg_isnan", "tg_order"), "tg_lt": ("tg_isnan", "tg_order"), **wgsl_math.NEEDS}
 
 
 def unsupported(what: str, dtype: DType) -> NotImplementedError:
@@ -145,7 +154,7 @@ class WGSLRenderer(CStyleRenderer):
   """WGSL compute shaders: one entry point per kernel, buffers as storage bindings of group 0."""
   dialect = WGSL
   supports_opts = False
-  has_transcendentals = True  # codegen's own need 64-bit integers (sin, cos): WGSL's are used
+  has_transcendentals = True  # wgsl_math's helpers: codegen's need 64-bit integers (sin, cos) and denormals
 
   def type(self, dtype: DType) -> str:
     if dtype.count > 1: raise NotImplementedError("WGSL kernels are scalar (no opts)")
@@ -154,17 +163,17 @@ class WGSLRenderer(CStyleRenderer):
 
   def const(self, value: object, dtype: DType) -> str:
     if dtype.is_bool: return "true" if value else "false"
+    # float constants are their bits, opaque to the compiler (^ tg_zero): SwiftShader folds x * 0.0 to 0 (wrong
+    # for inf and NaN) and x / c to x * (1 / c) (not correctly rounded), and cannot do either to an unknown value
     if dtype is dtypes.bfloat16:
       from tgfn.uop.alu import float_to_bf16_bits
-      return f"{float_to_bf16_bits(float(value))}u"  # type: ignore[arg-type]
+      return f"({float_to_bf16_bits(float(value))}u ^ tg_zero)"  # type: ignore[arg-type]
     if dtype is dtypes.float16:
-      with np.errstate(over="ignore"): return f"{int(np.float16(value).view(np.uint16))}u"
+      with np.errstate(over="ignore"): return f"({int(np.float16(value).view(np.uint16))}u ^ tg_zero)"
     if dtype.is_float:
       if dtype is not dtypes.float32: raise unsupported("values", dtype)
       with np.errstate(over="ignore"): f = np.float32(value)
-      if np.isfinite(f) and f == int(f) and abs(f) < 2 ** 24 and not (f == 0 and np.signbit(f)): return f"{int(f)}.0f"
-      # exact; NaN and infinity through a function call, since a constant expression may not hold them
-      return f"{'bitcast<f32>' if np.isfinite(f) else 'tg_f32'}({int(f.view(np.uint32))}u)"
+      return f"bitcast<f32>({int(f.view(np.uint32))}u ^ tg_zero)"
     v = int(value)  # type: ignore[call-overload]
     if dtype.is_unsigned and dtype.itemsize <= 4: return f"{v}u"
     if dtype.is_unsigned or dtype.itemsize > 4 and dtype is not dtypes.int64: raise unsupported("values", dtype)
@@ -226,15 +235,15 @@ class WGSLRenderer(CStyleRenderer):
       elif op is Ops.STORE: emit(self._store(u.src[0], ref(u.src[1]), ref(u.src[2]), u.src[2].dtype))
       else: declare(u, self.render_alu(u, ref), "alu")
     if 0 not in ids.values(): lines.insert(0, "  if (gid.x != 0u) { return; }")  # one invocation does the loops
-    if "tg_zero" in "\n".join(lines): lines.insert(0, "  let tg_zero: u32 = gid.x >> 31u;  // 0, unknown to the compiler")
+    lines.insert(0, "  tg_zero = gid.x >> 31u;  // 0, unknown to the compiler")
     sizes = [1, 1, 1]
     for rng, dim in ids.items(): sizes[dim] = rng.size
     bindings = [self._binding(i, dt, i in written) for i, dt in enumerate(buffer_dtypes)]
     if param_dtypes: bindings.append(f"@group(0) @binding({len(buffer_dtypes)}) var<storage, read> params: array<u32>;\n")
     body = "\n".join(lines)
     used = {fn for fn in _HELPERS if f"{fn}(" in body}
-    if used & {"tg_ne", "tg_lt"}: used.add("tg_isnan")
-    helpers = "".join(text for fn, text in _HELPERS.items() if fn in used)
+    used |= {need for fn in list(used) for need in _NEEDS.get(fn, ())}
+    helpers = "var<private> tg_zero: u32;\n" + "".join(text for fn, text in _HELPERS.items() if fn in used)
     return (f"// tgfn launch: global={','.join(map(str, sizes))}\n{''.join(bindings)}{helpers}"
             f"@compute @workgroup_size({WORKGROUP_X})\nfn {name}(@builtin(global_invocation_id) gid: vec3<u32>) {{\n{body}\n}}\n")
 
@@ -294,6 +303,8 @@ class WGSLRenderer(CStyleRenderer):
     if op in (Ops.CMPNE, Ops.CMPLT) and srcs[0].dtype.is_float:  # NaN tests in bits: see the module's docstring
       if op is Ops.CMPNE and srcs[0] is srcs[1]: return f"tg_isnan({ref(srcs[0])})"
       return f"{'tg_ne' if op is Ops.CMPNE else 'tg_lt'}({ref(srcs[0])}, {ref(srcs[1])})"
+    if u.dtype is dtypes.float32 and op in _EXACT:  # denormals kept (SwiftShader flushes them): wgsl_math
+      return _EXACT[op].format(*(ref(s) for s in srcs), one=self.const(1.0, dtypes.float32))
     if len(srcs) == 1: out = self.unary(op, ref(srcs[0]), u.dtype)
     else: out = self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype)
     if u.dtype.name in _NARROW_INTS and op in _WRAPPING: return _wrap(out, u.dtype)
@@ -320,9 +331,10 @@ class WGSLRenderer(CStyleRenderer):
   def unary(self, op: Ops, x: str, dtype: DType) -> str:
     if op is Ops.NEG:
       if dtype.is_bool: return f"(!{x})"
+      if dtype is dtypes.float32: return f"tg_neg({x})"  # the sign bit flipped: SwiftShader's -x flushes denormals
       return f"(0u - {x})" if self.type(dtype) == "u32" else f"(-{x})"  # WGSL has no unary minus on u32
-    if op is Ops.RECIP: return f"(1.0f / {x})"
     if op in _MATH: return f"{_MATH[op]}({x})"
+    if op.name in wgsl_math.CALLS: return wgsl_math.CALLS[op.name].format(x)  # float32: halves were widened
     raise NotImplementedError(f"WGSL rendering of {op}")
 
   def cast(self, x: str, src: DType, dst: DType) -> str:
@@ -346,6 +358,8 @@ class WGSLRenderer(CStyleRenderer):
 
 
 _ROUNDING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP}
+_EXACT = {Ops.ADD: "tg_add({0}, {1})", Ops.SUB: "tg_add({0}, tg_neg({1}))", Ops.MUL: "tg_mul({0}, {1})",
+          Ops.FDIV: "tg_div({0}, {1})", Ops.RECIP: "tg_div({one}, {0})", Ops.SQRT: "tg_sqrt({0})"}
 _WRAPPING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL, Ops.NEG}  # may leave a narrow int's range
 
 
