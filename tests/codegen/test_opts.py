@@ -7,11 +7,13 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+import tgfn
 import tgfn.numpy as tnp
 from tgfn.array import Array
 from tgfn.codegen.opts import Opt, OptError, OptOps, apply_opts, kernel_axes
 from tgfn.codegen.pipeline import optimize
 from tgfn.engine import realize as realize_mod
+from tgfn.nn import functional as F
 from tgfn.uop.ops import AxisType, Ops
 
 
@@ -52,6 +54,12 @@ CASES = {
   "gather_of_gather": (lambda a, i: a[i[i + 50]], [((100,), "float32"), ((32,), "int32")]),
   "softmax": (lambda a, b: tnp.exp(a - a.max(1, keepdims=True)) / tnp.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True) + b,
               [((4, 32), "float32"), ((4, 32), "float32")]),
+  # a strided, padded convolution and its weight gradient: no load walks an axis contiguously (heuristic.py
+  # vectorizes an output axis with a broadcast operand, gathering the other)
+  "conv": (lambda x, w: F.conv2d(x, w, stride=2, padding=1), [((8, 4, 8, 8), "float32"), ((8, 4, 3, 3), "float32")]),
+  # (a loss linear in w, so no forward convolution runs: the PYTHON reference is slow)
+  "conv_weight_grad": (lambda x, w: tgfn.grad(lambda w: (F.conv2d(x, w, stride=2, padding=1) * x[:, :1, ::2, ::2]).sum())(w),
+                       [((8, 4, 8, 8), "float32"), ((8, 4, 3, 3), "float32")]),
   # one kernel storing three values, the last two computed from the first (tgfn/schedule/grouping.py)
   "multi_output": (lambda a, b: (a * 0.9 + b, tnp.exp(a * 0.9 + b), (a * 0.9 + b) * b),
                    [((8, 24), "float32"), ((8, 24), "float32")]),
@@ -104,7 +112,11 @@ def test_heuristic_kernels_equal_the_reference(case, monkeypatch):
   _compare(_run(case, "CPU", monkeypatch), _run(case, "PYTHON", monkeypatch))
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# the PYTHON reference takes seconds per convolution: random opt lists for them are a slow run
+SLOW_RANDOM = {"conv", "conv_weight_grad"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_RANDOM else c for c in sorted(CASES)])
 def test_random_opt_lists_equal_the_reference(case, monkeypatch):
   want = _run(case, "PYTHON", monkeypatch)
   for seed in range(3):
@@ -280,6 +292,22 @@ def test_narrow_and_shallow_contractions_are_vectorized(monkeypatch):
   (kernel,) = jit(lambda a, w: a @ w).lower(tnp.ones((256, 512)), tnp.ones((512, 10))).kernels
   rows = [o.amount for o in kernel.opts if o.op is OptOps.UPCAST and o.axis == 0]
   assert rows and rows[0] >= 6, kernel.opts
+
+
+def test_convolution_kernels_are_vectorized(monkeypatch):
+  """The conv step's second convolution (bench/conv_step.py): its forward, input-gradient and weight-gradient
+  contractions read windows a stride apart and weights a kernel apart, so no load walks any axis
+  contiguously. Each is still vectorized, along an output axis one operand does not move along (loaded once
+  and broadcast, the other gathered), under a register tile that reuses each gather."""
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  x, w = tnp.ones((64, 8, 8, 8)), tnp.ones((16, 8, 3, 3))
+  loss = lambda x, w: (F.conv2d(x, w, stride=2, padding=1) ** 2).sum()  # noqa: E731
+  kernels = tgfn.jit(tgfn.grad(loss, argnums=(0, 1))).lower(x, w).kernels
+  contractions = [k for k in kernels if k.name.startswith("r_") and len(k.name.split("_")) > 3]
+  assert len(contractions) >= 3, [k.name for k in kernels]
+  for k in contractions:
+    assert any(o.op is OptOps.VECTOR for o in k.opts) and any(o.op is OptOps.UPCAST for o in k.opts), (k.name, k.opts)
+    assert "vector_size" in k.source, k.name
 
 
 def test_a_transposed_row_operand_is_copied_depth_contiguous(monkeypatch):

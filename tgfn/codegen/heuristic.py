@@ -106,6 +106,8 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
       # another output axis that the loads walk contiguously: a reduction stores each output once, so
       # scattering the lanes there costs little (x.T @ y with 10 output columns)
       vector_axis = next((a for a in reversed(out_axes[:-1]) if contiguous(a)[1]), None)
+    if vector_axis is None and red_axes and math.prod(sizes) * max(1, len(loads)) >= TILE_MIN_WORK:
+      vector_axis = _broadcast_lanes(axes, out_axes, loads, width)
   if vector_axis is not None:
     opts.append(Opt(OptOps.VECTOR, vector_axis, width))
     sizes[vector_axis] //= width
@@ -166,6 +168,24 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
     opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts
+
+
+def _broadcast_lanes(axes: list[UOp], out_axes: list[int], loads: list[UOp], width: int) -> Optional[int]:
+  """A contraction that no load walks contiguously (a convolution: its window reads skip by the stride and
+  its channels lie a plane apart; its weights a kernel apart): vectorize an output axis along which some
+  operand does not move, so its value is loaded once and broadcast to the lanes while the other operands
+  are gathered. Of those, the axis whose gathered loads stay put along the most other output axes: the
+  register tile then reuses one gather for a whole row of accumulators (conv forward: the output channels,
+  the weights gathered once for a tile of positions; weight gradient: the output channels, the incoming
+  gradient gathered once for a tile of taps)."""
+  def reuse(axis: int) -> int:
+    moves = [ld for ld in loads if stride(ld.src[1], axes[axis]) != 0]
+    return sum(1 for a in out_axes if a != axis and axes[a].size > 1 and all(stride(ld.src[1], axes[a]) == 0 for ld in moves))
+  candidates = [a for a in out_axes if axes[a].size % width == 0
+                and all(stride(ld.src[1], axes[a]) is not None for ld in loads)
+                and any(stride(ld.src[1], axes[a]) == 0 for ld in loads)
+                and any(stride(ld.src[1], axes[a]) != 0 for ld in loads)]
+  return max(candidates, key=reuse, default=None)
 
 
 def work_group_opts(ast: UOp, local_size: int) -> list[Opt]:
