@@ -112,6 +112,10 @@ ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.
 # kept apart: ALL_DTYPES are the real dtypes every op takes (fuzzers, serializers iterate over them)
 COMPLEX_DTYPES: tuple[DType, ...] = (dtypes.complex64, dtypes.complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
+# the IEEE-754 layout of the float types whose bits ops build or read (2^n from the exponent field, frexp):
+# (the same-size integer type the bits are handled in, explicit mantissa bits, exponent bias)
+FLOAT_LAYOUT: dict[DType, tuple[DType, int, int]] = {dtypes.float32: (dtypes.int32, 23, 127),
+                                                     dtypes.float64: (dtypes.int64, 52, 1023)}
 _VECTORS: dict[tuple[str, int], DType] = {}
 
 

@@ -258,6 +258,11 @@ def load_pool_if_cached() -> bool:
   return _load_pool(compile=False) is not None
 
 
+# the pool links libm for the kernels (which link no libraries: cpu.KERNEL_LINK), whatever the process links;
+# loaded with RTLD_GLOBAL, its libm serves every kernel loaded after it
+POOL_LINK = ("-Wl,--no-as-needed", "-lm")
+
+
 def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
   global _pool
   if _pool is not None: return _pool
@@ -267,7 +272,7 @@ def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
       from tgfn_drivers.cpu import CCompiler  # imported here: cpu.py imports this module
       compiler = CCompiler()
       compiler.extra_flags = ("-pthread",)
-      compiler.link_flags = ("-Wl,--no-as-needed", "-lm")  # the kernels' libm, whatever the process links
+      compiler.link_flags = POOL_LINK
       binary = compiler.compile_cached(POOL_SOURCE) if compile else compiler.cached(POOL_SOURCE)
       if binary is None: return None
       with tempfile.NamedTemporaryFile(prefix="tgfn-pool-", suffix=".so") as f:

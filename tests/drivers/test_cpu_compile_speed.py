@@ -15,7 +15,7 @@ from tgfn.renderer.dialects import C
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops
 from tgfn_drivers import cpu
-from tgfn_drivers._cpu_threads import load_pool
+from tgfn_drivers._cpu_threads import POOL_LINK, load_pool
 from tgfn_drivers.cpu import find_c_compiler
 
 
@@ -155,5 +155,5 @@ def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monke
   x = np.float32(np.float16(1.5))
   np.testing.assert_allclose(out[0], np.exp2(x) + np.log2(x) + np.sin(x) + np.sqrt(x), rtol=1e-6)
   pool = cpu.CCompiler()
-  pool.link_flags = ("-Wl,--no-as-needed", "-lm")  # as tgfn_drivers/_cpu_threads.py builds the pool
+  pool.link_flags = POOL_LINK  # as tgfn_drivers/_cpu_threads.py builds the pool
   assert "-nostdlib" not in pool.cachekey and "-nostdlib" in cpu.CCompiler().cachekey

@@ -39,7 +39,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from tgfn.dtype import DType, dtypes
+from tgfn.dtype import FLOAT_LAYOUT, DType, dtypes
 from tgfn.helpers import settings
 from tgfn.uop.ops import Ops, PatternMatcher, UOp, UPat
 
@@ -141,7 +141,7 @@ class _Format:
 
 _FORMATS = {
   dtypes.float32: _Format(
-    dtypes.int32, 23, 127,
+    *FLOAT_LAYOUT[dtypes.float32],
     # P: (2^f - 1) / f on f in [-1/2, 1/2], degree 5: relative error 1.1e-8 (2^f's: < 4.4e-9)
     exp2_poly=(0.6931472, 0.24022649, 0.055503573, 0.009618238, 0.0013390735, 0.00015403512),
     # Q: 2 atanh(t) / (t ln 2) on z = t^2 in [0, 0.0295] (|t| <= 3 - 2 sqrt 2), degree 3: 7.0e-10
@@ -158,7 +158,7 @@ _FORMATS = {
     # multiple of pi/2
     payne_hanek_limbs=3),
   dtypes.float64: _Format(
-    dtypes.int64, 52, 1023,
+    *FLOAT_LAYOUT[dtypes.float64],
     # P: degree 10 on [-1/2, 1/2]: relative error 1.8e-17 (2^f's: < 7.3e-18)
     exp2_poly=(0.6931471805599453, 0.24022650695910097, 0.05550410866482123, 0.009618129107607063,
                0.0013333558146531642, 0.00015403530441481295, 1.5252733701202008e-05,

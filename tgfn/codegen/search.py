@@ -5,10 +5,11 @@ with one opt left out, or with one UPCAST or UNROLL by another amount (another r
 deeper unroll, a BLOCK of another length). Each round extends every member of the beam by one opt -- UPCAST
 or UNROLL by an amount that divides the axis (or an UPCAST whose ragged last tile wastes little), VECTOR at
 the renderer's width, THREAD, SWAP of two output loops, BLOCK of an output loop into 2 to 8 blocks -- on
-every axis where it fits, compiles the candidates (at most MAX_CANDIDATES a round), and runs each on scratch buffers of the kernel's shapes filled with random data
-(never the caller's buffers: a kernel may write in place). A candidate whose output differs from the
-heuristic's on the same inputs (beyond the float policy's reordering, exactly for integers) is dropped,
-so the search can make a kernel slower to find but never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
+every axis where it fits, compiles the candidates (at most MAX_CANDIDATES a round), and runs each on
+scratch buffers of the kernel's shapes filled with random data (never the caller's buffers: a kernel may
+write in place). A candidate whose output differs from the heuristic's on the same inputs (beyond the float
+policy's reordering, exactly for integers) is dropped, so the search can make a kernel slower to find but
+never wrong. The n fastest (median of a few runs) form the next beam; the search stops when a round
 finds nothing faster. The winner is timed once more against the heuristic, interleaved, and kept only if
 it is still faster.
 

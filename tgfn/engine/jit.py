@@ -82,6 +82,10 @@ def bake_params(outputs: Sequence[UOp]) -> list[UOp]:
 PREFAULT_BYTES = 64 << 10
 
 
+def _prefault(blocks: list[tuple[Callable[[int, int], None], int, int]]) -> None:
+  for prefault, handle, nbytes in blocks: prefault(handle, nbytes)
+
+
 class CompiledGraph:
   def __init__(self, inputs: Sequence[UOp], outputs: Sequence[UOp], donated: Sequence[int] = (), name: str = "jit",
                plan_cache: bool = False, device: Optional[str] = None):
@@ -243,8 +247,7 @@ class CompiledGraph:
               if block.nbytes >= PREFAULT_BYTES and (prefault := getattr(Device[block.device].allocator, "prefault", None))]
     self._prefaulting = None
     if mapped:
-      self._prefaulting = threading.Thread(target=lambda: [fn(handle, n) for fn, handle, n in mapped], daemon=True,
-                                           name="tgfn-prefault")
+      self._prefaulting = threading.Thread(target=_prefault, args=(mapped,), daemon=True, name="tgfn-prefault")
       self._prefaulting.start()
 
   @staticmethod

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tgfn.array import Array, as_array, broadcast_shapes, device_put, promote
-from tgfn.dtype import dtypes, float_dtype, result_type
+from tgfn.dtype import FLOAT_LAYOUT, dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops, UOp
 from tgfn.viz.locations import at_user_line
 
@@ -351,13 +351,11 @@ _LN2_SPLIT = {dtypes.float32: (0.693145751953125, 1.4286068203094173e-06),
               dtypes.float64: (0.6931471803691238, 1.9082149292705877e-10)}
 # beyond these |x| exp is 0 or inf; clamping keeps n (and f) finite
 _EXP_CLAMP = {dtypes.float32: 200.0, dtypes.float64: 1500.0}
-# a float's layout for building 2^k from bits: the same-size integer type, explicit mantissa bits, exponent bias
-_FLOAT_BITS = {dtypes.float32: (dtypes.int32, 23, 127), dtypes.float64: (dtypes.int64, 52, 1023)}
 
 
 def _power_of_two(k: Array, dtype: Any) -> Array:
   """2^k for integers k (of the same-size integer type) in [1 - bias, bias]: k + bias in the exponent field."""
-  bits, mantissa, bias = _FLOAT_BITS[dtype]
+  bits, mantissa, bias = FLOAT_LAYOUT[dtype]
   biased = k._alu(Ops.ADD, Array.const(bias, bits, k.shape))
   return Array(UOp(Ops.BITCAST, dtype, (biased._alu(Ops.SHL, Array.const(mantissa, bits, k.shape)).uop,)))
 
@@ -368,7 +366,7 @@ def _scale_by_power_of_two(p: Array, n: Array) -> Array:
   so only the last product rounds. Each factor is built from bits (no exp2 call, whose lane-by-lane libm
   call dominated small softmax kernels). Beyond |n| = 2 (bias - 2) the result is inf or 0 anyway, so n
   is clamped there (a NaN n goes to the low end; p is NaN then and makes the result NaN)."""
-  bits, mantissa, bias = _FLOAT_BITS[p.dtype]
+  bits, mantissa, bias = FLOAT_LAYOUT[p.dtype]
   limit = 2 * (bias - 2)
   n = (n > -limit)._alu(Ops.WHERE, (n < limit)._alu(Ops.WHERE, n, _const_like(n, limit)), _const_like(n, -limit))
   # n + M (M = 1.5 * 2^mantissa) holds n in its low mantissa bits: the bits less M's are n as an integer

@@ -308,7 +308,7 @@ class WGSLRenderer(CStyleRenderer):
     if len(srcs) == 1: out = self.unary(op, ref(srcs[0]), u.dtype)
     else: out = self.binary(op, ref(srcs[0]), ref(srcs[1]), srcs[0].dtype)
     if u.dtype.name in _NARROW_INTS and op in _WRAPPING: return _wrap(out, u.dtype)
-    return _opaque(out) if u.dtype is dtypes.float32 and op in _ROUNDING else out
+    return out  # (float32's rounding ops went to _EXACT's helpers, each rounding once)
 
   def bitcast(self, x: str, src: DType, dst: DType) -> str:
     for dt in (src, dst):
@@ -357,7 +357,7 @@ class WGSLRenderer(CStyleRenderer):
     return f"{self.type(dst)}({x})"  # i32 <-> u32 keep the bits; float -> int is in range (lower_semantics)
 
 
-_ROUNDING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP}
+_ROUNDING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP}  # a float32 accumulation's, made opaque
 _EXACT = {Ops.ADD: "tg_add({0}, {1})", Ops.SUB: "tg_add({0}, tg_neg({1}))", Ops.MUL: "tg_mul({0}, {1})",
           Ops.FDIV: "tg_div({0}, {1})", Ops.RECIP: "tg_div({one}, {0})", Ops.SQRT: "tg_sqrt({0})"}
 _WRAPPING = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL, Ops.NEG}  # may leave a narrow int's range
