@@ -67,12 +67,20 @@ class Timing:
   def merge(self, other: Timing) -> Timing: return Timing(self.samples + other.samples)
 
 
+def settle() -> None:
+  """Before timing: let background compiles finish (tgfn's CPU device runs a large new batch from a quick
+  build until the optimized one is ready: tgfn.wait_for_optimized_kernels)."""
+  tgfn = sys.modules.get("tgfn")
+  if tgfn is not None: tgfn.wait_for_optimized_kernels()
+
+
 def time_calls(fn: Callable[[], Any], reps: int, warmup: int = 3, max_seconds: Optional[float] = None,
                min_reps: int = 3) -> Timing:
   """Call `fn()` `warmup` times untimed, then up to `reps` times, timing each call on its own. With
   `max_seconds`, stop early once that much time has been spent timing (but after at least `min_reps`
   calls): the Timing says how many calls the median is over."""
   for _ in range(warmup): fn()
+  if warmup: settle()
   samples: list[int] = []
   clock = time.perf_counter_ns
   deadline = None if max_seconds is None else clock() + int(max_seconds * 1e9)
@@ -99,6 +107,7 @@ def interleave(calls: dict[str, Callable[[], Any]], rounds: int, reps: int, roun
       live[name], out[name] = fn, Timing([])
     except Exception as e:
       out[name] = error_text(e)
+  settle()
   for _ in range(rounds):
     for name, fn in list(live.items()):
       gc.collect()

@@ -1,7 +1,7 @@
 """tgfn: JAX-style function transforms on a tinygrad-style compiler. See README.md and docs/."""
 from tgfn import numpy  # noqa: F401
 from tgfn.array import Array, device_put  # noqa: F401
-from tgfn.device import Device  # noqa: F401
+from tgfn.device import Device, wait_for_optimized_kernels  # noqa: F401
 from tgfn.dtype import DType, dtypes  # noqa: F401
 from tgfn import helpers  # noqa: F401
 from tgfn.helpers import Context, settings  # noqa: F401

@@ -145,6 +145,10 @@ class Compiler:
     """The binary of `src` if the disk cache has it, else None (nothing is compiled)."""
     return cache_read("kernels", self._cache_key(src))
 
+  def store(self, src: str, binary: bytes) -> None:
+    """Keep `binary`, the build of `src`, in the disk cache."""
+    cache_write("kernels", self._cache_key(src), binary)
+
   def _cache_key(self, src: str) -> str: return hashlib.sha256((self.cachekey + "\0" + src).encode()).hexdigest()
 
   def compile_many_cached(self, srcs: list[str]) -> list[bytes]:
@@ -154,7 +158,7 @@ class Compiler:
     missing = [i for i, b in enumerate(binaries) if b is None]
     for i, payload in zip(missing, self.compile_many([srcs[i] for i in missing]) if missing else []):
       binaries[i] = payload
-      cache_write("kernels", keys[i], payload)
+      self.store(srcs[i], payload)
     return binaries  # type: ignore[return-value]
 
 
@@ -175,6 +179,8 @@ class Compiled:
   # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
   scalar_arg: Callable[[Any, DType], Any] = _value_as_is
   synchronize: Optional[Callable[[], None]] = None
+  # waits until every kernel running a quick first build runs its optimized one (tiered compilation: CPU)
+  wait_for_optimized: Optional[Callable[[], None]] = None
   # whether a handle is a memory address, so handle + byte offset is a view into the buffer (CPU, LLVM,
   # CUDA); an opaque handle (an OpenCL cl_mem, a WebGPU buffer) has no views, and the allocator's
   # copy_region stages slices instead
@@ -316,3 +322,11 @@ class _DeviceRegistry:
 
 
 Device = _DeviceRegistry()
+
+
+def wait_for_optimized_kernels() -> None:
+  """Block until every kernel compiled so far runs its optimized build. The CPU device builds a large batch
+  of new kernels quickly first and swaps in the optimized build from a background compile (docs/jit.md,
+  "Tiered compilation"); time steady-state speed after this call."""
+  for driver in {id(d): d for d in Device._loaded.values()}.values():
+    if driver.wait_for_optimized is not None: driver.wait_for_optimized()

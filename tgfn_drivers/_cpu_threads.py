@@ -48,6 +48,7 @@ import ctypes
 import os
 import tempfile
 import threading
+from concurrent.futures import Future
 from typing import Optional
 
 # Work per launch below which a kernel should not call the pool at all (see the docstring).
@@ -147,6 +148,9 @@ static void run_chunks(int is_caller) {
 
 static void *worker_main(void *unused) {
   (void)unused;
+#ifdef __linux__
+  pthread_setname_np(pthread_self(), "tgfn-worker");  /* what top -H and /proc/<pid>/task/<tid>/comm show */
+#endif
   for (;;) {
     run_chunks(0);
     long long deadline = now_ns() + WORKER_SPIN_NS;
@@ -235,6 +239,8 @@ __attribute__((constructor)) static void register_fork_handlers(void) {
 
 
 _load_lock = threading.Lock()
+_start_lock = threading.Lock()
+_pool_loading: Optional[Future] = None  # the background load's end, once started
 _pool: Optional[ctypes.CDLL] = None  # kept for the process lifetime: kernels resolve against it
 
 
@@ -252,10 +258,22 @@ def load_pool() -> ctypes.CDLL:
   return pool
 
 
-def load_pool_if_cached() -> bool:
-  """Load the pool if it is loaded already or on disk, without compiling it; whether it is loaded now. (A batch
-  loads a pool on disk so, on the calling thread; one not on disk it compiles alongside its kernels.)"""
-  return _load_pool(compile=False) is not None
+def load_pool_in_background() -> Future:
+  """`load_pool` on a thread of its own, started once (the CPU device starts it when it opens: a pool not
+  on disk then compiles while the program traces and generates its first kernels); the future of its end."""
+  global _pool_loading
+  with _start_lock:
+    if _pool_loading is None:
+      _pool_loading = Future()
+      threading.Thread(target=_load_into, args=(_pool_loading,), name="tgfn-pool-load", daemon=True).start()
+  return _pool_loading
+
+
+def _load_into(future: Future) -> None:
+  try:
+    future.set_result(load_pool())
+  except BaseException as e:  # handed to whoever waits on the future (a batch re-raises it)
+    future.set_exception(e)
 
 
 # the pool links libm for the kernels (which link no libraries: cpu.KERNEL_LINK), whatever the process links;

@@ -26,7 +26,8 @@ from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
-from tgfn_drivers._cpu_threads import load_pool, load_pool_if_cached
+from tgfn_drivers import _cpu_tiers
+from tgfn_drivers._cpu_threads import load_pool, load_pool_in_background
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -46,7 +47,9 @@ LIGHT_MARK = "/* tgfn: light optimization */\n"
 
 
 def compiler_flags(src: str) -> list[str]:
-  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK."""
+  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK,
+  QUICK_OPT where it is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
+  if _cpu_tiers.is_quick(src): return [*_cpu_tiers.QUICK_OPT, *CFLAGS[1:]]
   return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) else CFLAGS
 
 
@@ -190,7 +193,8 @@ class CCompiler(Compiler):
     if len(srcs) <= 1: return [self.compile(src) for src in srcs]
     with ThreadPoolExecutor(max_workers=len(srcs)) as pool: return list(pool.map(self.compile, srcs))
 
-  def compile(self, src: str) -> bytes:
+  def compile(self, src: str, background: bool = False) -> bytes:
+    """`src` built into a shared object; `background`: the compiler process runs at a lower CPU priority."""
     cc = self._cc()
     out = _fresh_library_path(_scratch_roots())
     # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
@@ -198,17 +202,19 @@ class CCompiler(Compiler):
     name = " ".join(cc)
     CompilerRuns.add()
     try:
-      proc = subprocess.run([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
-                            input=src.encode(), capture_output=True, env=env)
+      with subprocess.Popen([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        if background: _cpu_tiers.lower_priority(proc.pid)
+        printed, errors = proc.communicate(src.encode())
       if proc.returncode != 0:
-        raise RuntimeError(f"C compilation failed ({name}):\n{proc.stderr.decode()}\n--- source ---\n{src}")
+        raise RuntimeError(f"C compilation failed ({name}):\n{errors.decode()}\n--- source ---\n{src}")
       binary = out.read_bytes() if out.is_file() else b""
     except OSError as e:
       raise RuntimeError(f"could not run the C compiler {name!r} ({e}); set CC= to a working C compiler") from e
     finally:
       out.unlink(missing_ok=True)
     if not binary:
-      said = (proc.stdout + proc.stderr).decode(errors="replace").strip()[:500]
+      said = (printed + errors).decode(errors="replace").strip()[:500]
       raise RuntimeError(f"the C compiler {name!r} exited successfully but wrote no shared object (expected a "
                          f"kernel .so at -o {out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
     return binary
@@ -345,22 +351,32 @@ scalar_arg = scalar_arg_converter(ctypes.c_bool, half_as_bits=False)
 
 
 class CPUProgram:
-  """One kernel: a function of a loaded library (its own, or one it shares with the rest of a batch)."""
-  def __init__(self, name: str, lib: bytes | _Library):
+  """One kernel: a function of a loaded library (its own, or one it shares with the rest of a batch).
+  A `provisional` program runs a tiered batch's quick build until `upgrade` swaps in the optimized one."""
+  def __init__(self, name: str, lib: bytes | _Library, provisional: bool = False):
     load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
+    self.name, self.provisional = name, provisional
     self.fxn = (lib if isinstance(lib, _Library) else _Library(lib)).function(name)
 
   def __call__(self, *pointers: Any) -> None:
     """Buffer pointers (ints), then scalar parameters (ctypes values, from scalar_arg)."""
-    if self.fxn.argtypes is None: self.fxn.argtypes = [type(p) if isinstance(p, ctypes._SimpleCData) else ctypes.c_void_p for p in pointers]
-    self.fxn(*pointers)
+    fxn = self.fxn  # once: an upgrade may swap it meanwhile
+    if fxn.argtypes is None: fxn.argtypes = [type(p) if isinstance(p, ctypes._SimpleCData) else ctypes.c_void_p for p in pointers]
+    fxn(*pointers)
+
+  def upgrade(self, library: _Library) -> None:
+    """Run this kernel from `library` (the optimized build of the same source) from now on."""
+    fxn = library.function(self.name)
+    fxn.argtypes = self.fxn.argtypes  # set before the swap: a call never meets a function without them
+    self.fxn, self.provisional = fxn, False
 
   def direct_launcher(self, n_pointers: int) -> Any:
     """What the jit replay calls for a launch with `n_pointers` buffer pointers and no scalar parameter:
-    the ctypes function itself, its argument types set here (one Python call less per launch)."""
+    the ctypes function itself, its argument types set here (one Python call less per launch). A
+    provisional program is called through itself, so that its upgrade is seen."""
     pointers = (ctypes.c_void_p,) * n_pointers
     if self.fxn.argtypes is None: self.fxn.argtypes = pointers
-    return self.fxn if tuple(self.fxn.argtypes) == pointers else self
+    return self.fxn if tuple(self.fxn.argtypes) == pointers and not self.provisional else self
 
 
 _NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC,
@@ -459,8 +475,9 @@ def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[st
 
 
 def _compile_unit(names: list[str], src: str) -> bytes:
+  """A unit's binary; a quick build (tiered) is not kept on disk: only its optimized rebuild is."""
   try:
-    return _compiler.compile_cached(src)
+    return _compiler.compile(src) if _cpu_tiers.is_quick(src) else _compiler.compile_cached(src)
   except RuntimeError as e:  # the compiler's message may name no function (an error outside one): say which
     raise RuntimeError(f"compiling the C unit of kernel(s) {', '.join(names)}: {e}") from e
 
@@ -471,7 +488,8 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   and load each resulting library once: its kernels' programs share it, so it stays loaded while any of
   them is referenced. A unit holds kernels of one optimization level (LIGHT_MARK or not). Units depend
   only on the sources and their order, so a warm process makes the same units and finds them in the
-  disk cache."""
+  disk cache. A batch of TIERED_MIN_CHARS or more that is not on disk is built quick first and rebuilt
+  optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
   jobs = compile_jobs()
   # while codegen runs on this thread it keeps a CPU to itself (it is what the last units wait for), the
   # compiler processes take the others; once it is done they take them all
@@ -483,6 +501,8 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
 
   units: list[list[str]] = []
   compiled: list[Any] = []  # per unit: its binary (found on disk) or the future compiling it
+  quick: dict[int, str] = {}  # the units built quick (tiered), by index: their sources, to rebuild optimized
+  tiered, batch_chars = _cpu_tiers.enabled(), 0
   executor: Optional[ThreadPoolExecutor] = None
 
   def submit(fn: Any, *args: Any) -> Any:  # threads only for what compiles: a warm batch starts none
@@ -494,11 +514,13 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
     units.append([name for name, _ in unit])
     src = "".join(src for _, src in unit)
     binary = _compiler.cached(src)  # a warm process reads its units here: no thread to hand off to and wait for
+    if binary is None and tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS:
+      quick[len(compiled)] = src
+      src = _cpu_tiers.quick_source(src)
     compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
 
   try:
-    # on a first run, the pool compiles alongside the kernels
-    pool_loaded = None if load_pool_if_cached() else submit(load_pool)
+    pool_loaded = load_pool_in_background()  # (started when the device opened; on a first run it compiles)
     pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
     sizes = {False: 0, True: 0}
     order: list[str] = []
@@ -507,6 +529,7 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
       light = src.startswith(LIGHT_MARK)
       pending[light].append((name, src))
       sizes[light] += len(src)
+      batch_chars += len(src)
       if jobs > 1 and sizes[light] >= UNIT_CHARS:
         start(pending[light])
         pending[light], sizes[light] = [], 0
@@ -516,16 +539,34 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
         largest = max(len(src) for _, src in rest)
         for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
     binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
-    if pool_loaded is not None: pool_loaded.result()  # before any kernel: their tg_parallel_for resolves against it
+    pool_loaded.result()  # before any kernel: their tg_parallel_for resolves against it
   finally:
     if executor is not None: executor.shutdown()
   programs: dict[str, CPUProgram] = {}
-  for names, binary in zip(units, binaries):
+  for i, (names, binary) in enumerate(zip(units, binaries)):
     library = _Library(binary)
-    programs.update((name, CPUProgram(name, library)) for name in names)
+    unit = [CPUProgram(name, library, provisional=i in quick) for name in names]
+    programs.update(zip(names, unit))
+    if i in quick: _rebuild_optimized(quick[i], unit)
   return [programs[name] for name in order]
 
 
+def _rebuild_optimized(src: str, programs: list[CPUProgram]) -> None:
+  """Compile a quick-built unit at its usual flags in the background, keep it on disk, and switch its
+  kernels to it."""
+  def build() -> bytes:
+    binary = _compiler.cached(src) or _compiler.compile(src, background=True)  # (another batch may have built it)
+    _compiler.store(src, binary)
+    return binary
+
+  def install(binary: bytes) -> None:
+    library = _Library(binary)
+    for program in programs: program.upgrade(library)
+
+  _cpu_tiers.upgrade_later(build, install)
+
+
 _compiler = CCompiler()
+load_pool_in_background()
 DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many,
-                  scalar_arg=scalar_arg, address_handles=True)
+                  scalar_arg=scalar_arg, address_handles=True, wait_for_optimized=_cpu_tiers.wait)

@@ -41,13 +41,14 @@ def _kernel(name: str, value: float, light: bool, pad: int = 0) -> tuple[str, st
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-  """An empty disk cache, the pool already loaded (its compile is not what these tests watch), and every C
-  unit compiled recorded."""
+  """An empty disk cache, the pool already loaded (its compile is not what these tests watch), one build per
+  unit (tiered builds: tests/drivers/test_cpu_tiers.py), and every C unit compiled recorded."""
   load_pool()
   monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
+  monkeypatch.setenv("TGFN_TIERED_COMPILE", "0")
   units: list[str] = []
   real = cpu.CCompiler.compile
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (units.append(src), real(self, src))[1])
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
   return units
 
 
@@ -76,8 +77,8 @@ def test_small_kernels_and_contractions_are_marked_light_and_long_elementwise_co
 
 def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
   argvs = []
-  real = subprocess.run
-  monkeypatch.setattr(cpu.subprocess, "run", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
+  real = subprocess.Popen
+  monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
   for light in (True, False):
     cpu.CCompiler().compile(_kernel("k", 1.5, light)[1])
   assert set(cpu.LIGHT_OPT) <= set(argvs[0]) and "-O2" not in argvs[0]
@@ -142,8 +143,8 @@ def test_a_warm_batch_reads_its_units_without_starting_a_thread(fresh, monkeypat
 
 def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monkeypatch):
   commands = []
-  real_run = subprocess.run
-  monkeypatch.setattr(cpu.subprocess, "run", lambda argv, **kw: commands.append(list(argv)) or real_run(argv, **kw))
+  real_popen = subprocess.Popen
+  monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: commands.append(list(argv)) or real_popen(argv, **kw))
   calls = " + ".join(f"{C.math(op, dtypes.float32)}(x)" for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT))
   src = cpu.LIGHT_MARK + C.prelude + (f"void k_link(float* restrict out, double y) {{ float x = (float)(_Float16)y; "
                                       f"out[0] = {calls}; }}\n")  # libm's functions, and libgcc's float16 helper

@@ -20,9 +20,11 @@ from tgfn_drivers._cpu_threads import load_pool
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-  """CPU, an empty disk cache, an empty in-memory kernel cache, and the pool and target macros already
-  known (their one-time compiler runs are not what these tests count)."""
+  """CPU, an empty disk cache, an empty in-memory kernel cache, one build per unit (tiered builds:
+  tests/drivers/test_cpu_tiers.py), and the pool and target macros already known (their one-time compiler
+  runs are not what these tests count)."""
   monkeypatch.setenv("DEV", "CPU")
+  monkeypatch.setenv("TGFN_TIERED_COMPILE", "0")
   load_pool()
   _ = Device["CPU"].compiler.cachekey
   monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
@@ -95,7 +97,7 @@ def test_units_close_at_unit_chars_in_order_and_are_the_same_warm(fresh, monkeyp
   monkeypatch.setattr(cpu, "TAIL_CHARS", 1000)  # the rest is one unit (its split: tests/drivers/test_cpu_compile_speed.py)
   units = []
   real = cpu.CCompiler.compile
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (units.append(src), real(self, src))[1])
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
   sources = [(f"k{i}", f"void k{i}(float* restrict data0) {{ data0[0] = {i}.5f; /* {'.' * (40 * (i % 3))} */ }}\n")
              for i in range(7)]
   programs = cpu.build_many(iter(sources))  # a generator is fine: units start while it is consumed
@@ -123,7 +125,7 @@ def test_codegen_and_the_compiler_overlap(fresh, monkeypatch):
   monkeypatch.setattr(cpu, "UNIT_CHARS", 1)
   started = threading.Event()
   real_compile, real_prepare = cpu.CCompiler.compile, realize.prepare_kernel
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src: (started.set(), real_compile(self, src))[1])
+  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (started.set(), real_compile(self, src, background))[1])
   seen = []
   def prepare(kernel, *a, **k):
     if seen: seen.append(started.wait(timeout=30))  # the first unit is compiling before codegen ends
@@ -223,3 +225,32 @@ def test_small_reductions_get_no_register_tile_or_unroll():
     return {o.op for o in hand_coded_opts(ast, 32, 16)}
   assert not {OptOps.UPCAST, OptOps.UNROLL} & opts_of(256, 10)  # softmax rows of 10 classes
   assert OptOps.UNROLL in opts_of(256, 512)
+
+
+def _lazy_params():
+  """A model's parameters as its initializers leave them: lazy graphs, one per array (seven kernels)."""
+  keys = tgfn.random.split(tgfn.random.key(3), 4)
+  return [tgfn.random.normal(keys[0], (32, 16)), tgfn.random.uniform(keys[1], (16,)) * 0.5,
+          tgfn.random.normal(keys[2], (16, 8)) * 0.1, tnp.zeros((8,)) + 0.25]
+
+
+def _realized_one_by_one(arrays):
+  return [np.asarray(a) for a in arrays]
+
+
+def test_realizing_several_outputs_compiles_their_kernels_as_one_batch(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  params = _lazy_params()
+  _, runs = _compiler_runs(tgfn.block_until_ready, params)
+  assert runs == 1  # one process for every kernel (it was one per kernel)
+  _assert_equal(params, _realized_one_by_one(_lazy_params()))
+
+
+def test_a_jit_call_computes_its_lazy_arguments_in_one_batch(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  f = tgfn.jit(lambda w1, b1, w2, b2, x: tnp.tanh(x @ w1 + b1) @ w2 + b2)
+  x = tnp.asarray(np.ones((4, 32), np.float32))
+  out, runs = _compiler_runs(f, *_lazy_params(), x)
+  assert runs == 2  # the arguments' kernels in one process, the function's in another
+  w1, b1, w2, b2 = _realized_one_by_one(_lazy_params())
+  np.testing.assert_allclose(np.asarray(out), np.tanh(np.ones((4, 32), np.float32) @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-6)

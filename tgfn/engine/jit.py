@@ -308,6 +308,10 @@ class CompiledGraph:
     return self._run(inputs, reuse, 0, False)
 
   def _second_replay(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
+    # a kernel still on its quick build (tiered compile, tgfn_drivers/_cpu_tiers.py) is to be swapped for
+    # its optimized one: the straight-line replay would keep the quick function, so wait with it until then
+    if any(getattr(program, "provisional", False) for program, _, _ in self._launches):
+      return self._run(inputs, reuse, 0, False)
     self._replay = self._make_replay()
     return self._replay(inputs, reuse)
 

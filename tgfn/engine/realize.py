@@ -6,7 +6,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from tgfn.codegen.decompositions import transcendental_switch
@@ -294,6 +294,7 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
   slot_of: dict[UOp, int] = {leaf: i for i, leaf in enumerate(shape.leaves)}
   param_of = {p: i for i, p in enumerate(shape.params)}
   steps, cacheable, remember = [], True, []
+  to_compile: list[tuple[int, LoweredKernel, str]] = []  # (step index, kernel, device)
   items = create_schedule([g for g in graphs if g.op is not Ops.BUFFER])
   if settings.DEBUG >= 3: debug.print_schedule(items, graphs)
   groups = call_groups(items)
@@ -328,8 +329,12 @@ def _make_plan(outs: list[UOp], shape: Structure) -> _Plan:
       continue
     lowered = item.kernel
     if len(lowered.params) > MAX_KERNEL_PARAMS: lowered, cacheable = _bake_params(lowered), False
-    steps.append(_Step(compile_kernel(lowered, device), device, Device[device], outputs, slots,
-                       tuple(param_of[p] for p in lowered.params)))
+    to_compile.append((len(steps), lowered, device))
+    steps.append(_Step(None, device, Device[device], outputs, slots, tuple(param_of[p] for p in lowered.params)))
+  # the kernels compile as one batch (one compiler process per unit, in parallel: realizing a model's lazy
+  # parameters is many small kernels), then take their places
+  for (i, _, _), kernel in zip(to_compile, compile_kernels([(lowered, device) for _, lowered, device in to_compile])):
+    steps[i] = replace(steps[i], kernel=kernel)
   track_end([s.kernel for s in steps])
   return _Plan(len(slot_of), tuple(steps), tuple(slot_of[g] for g in graphs), cacheable, _compiled, tuple(remember),
                frozenset(s.device for s in steps))

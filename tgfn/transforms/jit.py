@@ -326,6 +326,7 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
   not retrace), and its Python value stands in for a buffer (the entry's input plan converts it); an
   array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
   from tgfn.tensor import Tensor
+  if compute: _realize_lazy_together(leaves)
   sig, buffers = [], []
   for x in leaves:
     if type(x) is Array and (u := x.uop).op is Ops.BUFFER:  # the common case first: a computed array
@@ -351,6 +352,15 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
       sig.append((u.arg[2], u.dtype.name, u.arg[1]))
     buffers.append(u.buffer)
   return tuple(sig), buffers
+
+
+def _realize_lazy_together(leaves: list) -> None:
+  """Compute the lazy array arguments in one schedule, their kernels compiled as one batch (a model's
+  parameters fresh from their initializers are dozens of small graphs), unless the call is traced."""
+  from tgfn.tensor import Tensor
+  arrays = [x._data if isinstance(x, Tensor) else x for x in leaves]
+  lazy = [a for a in arrays if isinstance(a, Array) and a.uop.op is not Ops.BUFFER]
+  if len(lazy) > 1 and not any(is_traced(a.uop) for a in lazy): Array.realize_all(lazy)
 
 
 def _placement(sig: tuple) -> Optional[str]:

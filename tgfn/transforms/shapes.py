@@ -8,8 +8,9 @@ from typing import Any, Callable, Optional
 
 from tgfn.array import Array, as_array
 from tgfn.dtype import DType, to_dtype
-from tgfn.transforms.trace import fn_name, flatten_outputs, placeholder
-from tgfn.tree import flatten, map as tree_map, unflatten
+from tgfn.transforms.trace import fn_name, flatten_outputs, is_traced, placeholder
+from tgfn.tree import flatten, leaves as tree_leaves, map as tree_map, unflatten
+from tgfn.uop.ops import Ops
 
 
 @dataclass(frozen=True, init=False)
@@ -53,5 +54,8 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
 
 
 def block_until_ready(tree: Any) -> Any:
-  """Compute every Array in the pytree now; returns the tree (other leaves pass through)."""
+  """Compute every Array in the pytree now, the lazy ones in one schedule (their kernels compile as one
+  batch); returns the tree (other leaves pass through)."""
+  lazy = [x for x in tree_leaves(tree) if isinstance(x, Array) and x.uop.op is not Ops.BUFFER and not is_traced(x.uop)]
+  if len(lazy) > 1: Array.realize_all(lazy)
   return tree_map(lambda x: x.block_until_ready() if isinstance(x, Array) else x, tree)
