@@ -186,14 +186,15 @@ def test_the_search_varies_blocks_of_rows(beam, monkeypatch):
   """A heuristic list that cuts the column panels into groups (BLOCK) is varied with groups of other lengths,
   and the rounds try cutting an output loop into blocks; every candidate still computes the product."""
   from tgfn.codegen import heuristic
-  monkeypatch.setattr(heuristic, "PANEL_GROUP_BYTES", 2 * 64 * 16 * 4)
+  panel = 2 * Device["CPU"].renderer.vector_bytes // 4  # a panel's float32 columns: two vectors
+  monkeypatch.setattr(heuristic, "PANEL_GROUP_BYTES", 2 * 64 * panel * 4)
   monkeypatch.setattr(search, "MAX_CANDIDATES", 200)
   calls: list[list] = []
   evaluate = search._Search._evaluate
   monkeypatch.setattr(search._Search, "_evaluate", lambda self, cands: calls.append(cands) or evaluate(self, cands))
   rng = np.random.default_rng(0)
-  a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
-  np.testing.assert_allclose(np.asarray(tnp.array(a) @ tnp.array(b) + tnp.ones(128)), a @ b + 1, rtol=2e-5, atol=1e-4)
+  a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 8 * panel)).astype(np.float32)
+  np.testing.assert_allclose(np.asarray(tnp.array(a) @ tnp.array(b) + tnp.ones(8 * panel)), a @ b + 1, rtol=2e-5, atol=1e-4)
   heuristic_list = next(c[0] for c in calls if len(c) == 1 and any(o.op is search.OptOps.BLOCK for o in c[0]))
   block = next(i for i, o in enumerate(heuristic_list) if o.op is search.OptOps.BLOCK)
   tried = [c for call in calls for c in call]

@@ -3,6 +3,7 @@ quick first and its kernels switch to the optimized build when the background co
 bit-identical before and after, only the optimized build goes to disk, and a small batch builds once."""
 import ctypes
 import gc
+import threading
 import weakref
 from collections import OrderedDict
 
@@ -51,13 +52,25 @@ def builds(monkeypatch, tmp_path):
   return seen
 
 
-def test_a_large_cold_batch_runs_quick_builds_then_switches_to_optimized_ones_with_the_same_bits(builds):
+@pytest.fixture
+def held_rebuilds(monkeypatch):
+  """The optimized rebuilds wait until the test sets the returned event: what runs before it is the quick
+  build however loaded the machine is."""
+  release, upgrade_later = threading.Event(), _cpu_tiers.upgrade_later
+  monkeypatch.setattr(_cpu_tiers, "upgrade_later",
+                      lambda build, install: upgrade_later(lambda: (release.wait(), build())[1], install))
+  yield release
+  release.set()
+
+
+def test_a_large_cold_batch_runs_quick_builds_then_switches_to_optimized_ones_with_the_same_bits(builds, held_rebuilds):
   kernels = _kernels(4, pad=_cpu_tiers.TIERED_MIN_CHARS // 4)
   programs = cpu.build_many(kernels)
   assert all(p.provisional for p in programs)
   assert builds and all(flags[:len(_cpu_tiers.QUICK_OPT)] == _cpu_tiers.QUICK_OPT and not bg for flags, bg in builds)
   quick = _outputs(programs)
   quick_functions = [p.fxn for p in programs]
+  held_rebuilds.set()
   _cpu_tiers.wait()
   assert not any(p.provisional for p in programs) and _cpu_tiers.pending() == 0
   assert all(p.fxn is not f for p, f in zip(programs, quick_functions))
@@ -83,7 +96,7 @@ def test_tiering_can_be_switched_off(builds, monkeypatch):
   assert not any("-Og" in flags or bg for flags, bg in builds)
 
 
-def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_ones(builds, monkeypatch):
+def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_ones(builds, held_rebuilds, monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
   monkeypatch.setattr(_cpu_tiers, "TIERED_MIN_CHARS", 1)  # tier this small function's batch
   monkeypatch.setattr(realize, "_compiled", OrderedDict())
@@ -95,6 +108,7 @@ def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_one
   assert programs and all(p.provisional for p in programs)
   quick_libraries = [weakref.ref(p.fxn.library) for p in programs]
   second = np.asarray(f(x, w))  # still quick: launch by launch, no straight-line replay yet
+  held_rebuilds.set()
   _cpu_tiers.wait()
   third, fourth = np.asarray(f(x, w)), np.asarray(f(x, w))  # optimized, then the straight-line replay
   for got in (second, third, fourth): np.testing.assert_array_equal(got.view(np.uint32), first.view(np.uint32))

@@ -184,4 +184,6 @@ def test_gathers_with_and_without_the_optimizer(monkeypatch, noopt):
   assert_close(tnp.array(flat)[tnp.array(ids)], flat[_wrap_clamp(ids, flat.size)])  # lanes across the ids
   i2 = rng.integers(0, 64, (300, 16)).astype(np.int64)
   assert_close(tnp.take_along_axis(table, i2, 1), np.take_along_axis(table, i2, 1))
-  assert_close((tnp.array(table)[tnp.array(ids[:8])] * 2).sum(1), (table[_wrap_clamp(ids[:8], 300)] * 2).sum(1))
+  # a sum the float policy lets the kernel reassociate (vector lanes, partial sums): float32 rounding of 64 terms
+  assert_close((tnp.array(table)[tnp.array(ids[:8])] * 2).sum(1), (table[_wrap_clamp(ids[:8], 300)] * 2).sum(1),
+               rtol=1e-5, atol=2e-5)
