@@ -326,3 +326,17 @@ def test_a_transposed_row_operand_is_copied_depth_contiguous(monkeypatch):
   copy = next(k for k in kernels if k.name.startswith("E_784_1_256"))
   assert any(o.op is OptOps.UPCAST for o in copy.opts) and any(o.op is OptOps.VECTOR for o in copy.opts), copy.opts
   assert len(kernels) == 3 and kernels[-1].name.startswith("r_784_512"), [k.name for k in kernels]
+
+
+def test_gathered_lanes_stay_eight_wide_on_wide_vectors(monkeypatch):
+  """With 64-byte vectors (AVX-512) a transposing copy gathers its lanes one scalar at a time: it keeps 8
+  lanes (an 8x8 block, not 16x16: a quarter of the C), while a contiguous copy takes all 16."""
+  from tgfn.codegen.heuristic import GATHER_LANES, hand_coded_opts
+  from tgfn.codegen.pipeline import scalar_passes
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  vectors = lambda fn: [o.amount for o in hand_coded_opts(scalar_passes(_ast_of(fn, (512, 256)), Device["CPU"].renderer), 64, 32)
+                        if o.op is OptOps.VECTOR]  # noqa: E731
+  assert vectors(lambda x: x.T * 2) == [GATHER_LANES] == [8]
+  assert vectors(lambda x: x * 2) == [16]
+  x = _data((512, 256), "float32", 0)
+  np.testing.assert_array_equal(np.asarray(tnp.array(x).T * 2), x.T * 2)

@@ -3,7 +3,8 @@
 It reads the kernel's memory access pattern -- each load's stride along each axis -- and picks:
   - a VECTOR axis: the output axis that the store and some load walk contiguously (elementwise
     kernels, the columns of a matmul), else (when the float policy allows reordering) a reduction
-    axis that the loads walk contiguously (row sums, dot products of rows);
+    axis that the loads walk contiguously (row sums, dot products of rows); at most GATHER_LANES wide
+    where a load gathers the lanes or the store scatters them (wider vectors only add C);
   - a register tile for reductions: UPCAST the axes along which some operand does not change, so each
     value loaded is used for several outputs (a matmul's 2-D block of accumulators), within the
     register budget;
@@ -29,6 +30,12 @@ from tgfn.uop.symbolic import split_sum, symbolic
 THREAD_MIN_WORK = 2_000_000
 # ... unless it reads this many bytes: a long reduction is bound by memory, which a second core speeds up
 THREAD_MIN_BYTES = 2_500_000
+# vector lanes that some load gathers (or the store scatters) one scalar at a time: wider vectors do not
+# speed the gather and multiply the C. On AVX-512 the MLP step's transposing copies (16x16 blocks of scalar
+# loads), its 10-class epilogues and the packing of a transposed operand were 5 kernels of 30-35 K characters
+# and 0.47 s of gcc's 0.67 CPU-s; at 8 lanes (the AVX2 layout) the step is 179 K characters instead of 274 K,
+# gcc takes 0.38 CPU-s, its cold first call 0.53 s instead of 0.96, and the step runs as fast
+GATHER_LANES = 8
 # a register tile or an unrolled reduction saves at most microseconds on a kernel doing less work than
 # this, and multiplies the C the compiler must digest: the MLP step's five such kernels (softmax rows of
 # 10 classes, the loss) took 0.3 s of its 1 s of gcc time with them; the step's run time did not change
@@ -108,6 +115,8 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
       vector_axis = next((a for a in reversed(out_axes[:-1]) if contiguous(a)[1]), None)
     if vector_axis is None and red_axes and math.prod(sizes) * max(1, len(loads)) >= TILE_MIN_WORK:
       vector_axis = _broadcast_lanes(axes, out_axes, loads, width)
+  if vector_axis is not None and width > GATHER_LANES and _scatters_lanes(vector_axis, axes, loads, stores):
+    width = GATHER_LANES
   if vector_axis is not None:
     opts.append(Opt(OptOps.VECTOR, vector_axis, width))
     sizes[vector_axis] //= width
@@ -168,6 +177,12 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
     opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts
+
+
+def _scatters_lanes(axis: int, axes: list[UOp], loads: list[UOp], stores: list[UOp]) -> bool:
+  """Whether a load or the store moves along `axis` by a fixed stride other than 0 or 1 element per lane (an
+  index that is not affine, a packed panel's, is contiguous within its panels)."""
+  return any(stride(u.src[1], axes[axis]) not in (0, 1, None) for u in loads + stores)
 
 
 def _broadcast_lanes(axes: list[UOp], out_axes: list[int], loads: list[UOp], width: int) -> Optional[int]:
