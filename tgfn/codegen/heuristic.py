@@ -34,7 +34,8 @@ THREAD_MIN_BYTES = 2_500_000
 # speed the gather and multiply the C. On AVX-512 the MLP step's transposing copies (16x16 blocks of scalar
 # loads), its 10-class epilogues and the packing of a transposed operand were 5 kernels of 30-35 K characters
 # and 0.47 s of gcc's 0.67 CPU-s; at 8 lanes (the AVX2 layout) the step is 179 K characters instead of 274 K,
-# gcc takes 0.38 CPU-s, its cold first call 0.53 s instead of 0.96, and the step runs as fast
+# gcc takes 0.38 CPU-s, its cold first call 0.70 s instead of 1.01 (5 alternating cold processes each), and
+# the step runs as fast
 GATHER_LANES = 8
 # a register tile or an unrolled reduction saves at most microseconds on a kernel doing less work than
 # this, and multiplies the C the compiler must digest: the MLP step's five such kernels (softmax rows of
