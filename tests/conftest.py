@@ -111,6 +111,13 @@ def _isolated_cache_and_spec_checks(tmp_path_factory, monkeypatch):
   monkeypatch.setenv("SPEC", "1")
 
 
+def panel_columns() -> int:
+  """The float32 columns of a tiled contraction's panel on this machine: two vectors (16 with AVX2, 32 with
+  AVX-512)."""
+  from tgfn.device import Device
+  return 2 * Device["CPU"].renderer.vector_bytes // 4
+
+
 def assert_close(actual, expected, rtol: float = 1e-6, atol: float = 1e-6, check_dtype: bool = True) -> None:
   """Compare a tgfn Array (or anything array-like) with a NumPy reference: values, shape, and dtype."""
   got = np.asarray(actual)

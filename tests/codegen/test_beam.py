@@ -13,6 +13,7 @@ from tgfn.codegen.search import SearchCounters, outputs_match
 from tgfn.device import Device
 from tgfn.dtype import dtypes
 from tgfn.engine import realize as realize_mod
+from tests.conftest import panel_columns
 
 
 @pytest.fixture
@@ -186,7 +187,7 @@ def test_the_search_varies_blocks_of_rows(beam, monkeypatch):
   """A heuristic list that cuts the column panels into groups (BLOCK) is varied with groups of other lengths,
   and the rounds try cutting an output loop into blocks; every candidate still computes the product."""
   from tgfn.codegen import heuristic
-  panel = 2 * Device["CPU"].renderer.vector_bytes // 4  # a panel's float32 columns: two vectors
+  panel = panel_columns()
   monkeypatch.setattr(heuristic, "PANEL_GROUP_BYTES", 2 * 64 * panel * 4)
   monkeypatch.setattr(search, "MAX_CANDIDATES", 200)
   calls: list[list] = []

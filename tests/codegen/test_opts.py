@@ -16,12 +16,7 @@ from tgfn.device import Device
 from tgfn.engine import realize as realize_mod
 from tgfn.nn import functional as F
 from tgfn.uop.ops import AxisType, Ops
-
-
-def panel_columns() -> int:
-  """The float32 columns of a tiled contraction's panel on this machine: two vectors (16 with AVX2, 32 with
-  AVX-512)."""
-  return 2 * Device["CPU"].renderer.vector_bytes // 4
+from tests.conftest import panel_columns
 
 
 def _data(shape, dtype, seed):
@@ -338,5 +333,11 @@ def test_gathered_lanes_stay_eight_wide_on_wide_vectors(monkeypatch):
                         if o.op is OptOps.VECTOR]  # noqa: E731
   assert vectors(lambda x: x.T * 2) == [GATHER_LANES] == [8]
   assert vectors(lambda x: x * 2) == [16]
-  x = _data((512, 256), "float32", 0)
-  np.testing.assert_array_equal(np.asarray(tnp.array(x).T * 2), x.T * 2)
+  # the kernels whose lanes gather or scatter, on this machine's CPU driver against the PYTHON reference: a
+  # transposing copy, and a 10-column weight gradient fused with its update (rows in the lanes, w scattered)
+  x, g, w = _data((64, 128), "float32", 0), _data((64, 10), "float32", 1), _data((128, 10), "float32", 2)
+  runs = (lambda: tnp.array(x).T * 2, lambda: tnp.array(w) - 0.01 * (tnp.array(x).T @ tnp.array(g)))
+  got = [_with_device("CPU", monkeypatch, run) for run in runs]
+  for run, cpu_result in zip(runs, got): _compare(cpu_result, _with_device("PYTHON", monkeypatch, run))
+  np.testing.assert_array_equal(got[0], x.T * 2)
+  np.testing.assert_allclose(got[1], w - 0.01 * (x.T @ g), rtol=2e-5, atol=1e-5)

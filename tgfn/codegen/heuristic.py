@@ -116,16 +116,15 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
       vector_axis = next((a for a in reversed(out_axes[:-1]) if contiguous(a)[1]), None)
     if vector_axis is None and red_axes and math.prod(sizes) * max(1, len(loads)) >= TILE_MIN_WORK:
       vector_axis = _broadcast_lanes(axes, out_axes, loads, width)
-  if vector_axis is not None and width > GATHER_LANES and _scatters_lanes(vector_axis, axes, loads, stores):
-    width = GATHER_LANES
+  # lanes a fixed stride apart: a gather (a packed panel's index is not affine, and is not one)
+  gathered = [] if vector_axis is None else _strided(vector_axis, axes, loads)
+  if gathered or (vector_axis is not None and _strided(vector_axis, axes, stores)): width = min(width, GATHER_LANES)
   if vector_axis is not None:
     opts.append(Opt(OptOps.VECTOR, vector_axis, width))
     sizes[vector_axis] //= width
 
   tile = 1
   work = math.prod(a.size for a in axes) * max(1, len(loads))
-  # lanes a fixed stride apart: a gather (a packed panel's index is not affine, and is not one)
-  gathered = [ld for ld in loads if vector_axis is not None and stride(ld.src[1], axes[vector_axis]) not in (0, 1, None)]
   if not red_axes and gathered and work >= TILE_MIN_WORK:
     # a transposing copy: upcast the axis a gathered load walks contiguously, so the cache lines of
     # one gather serve a whole block (x.T copied: 0.095 ms -> 0.052 per core)
@@ -180,10 +179,10 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   return opts
 
 
-def _scatters_lanes(axis: int, axes: list[UOp], loads: list[UOp], stores: list[UOp]) -> bool:
-  """Whether a load or the store moves along `axis` by a fixed stride other than 0 or 1 element per lane (an
+def _strided(axis: int, axes: list[UOp], uops: list[UOp]) -> list[UOp]:
+  """The loads or stores of `uops` that move along `axis` by a fixed stride other than 0 or 1 element (an
   index that is not affine, a packed panel's, is contiguous within its panels)."""
-  return any(stride(u.src[1], axes[axis]) not in (0, 1, None) for u in loads + stores)
+  return [u for u in uops if stride(u.src[1], axes[axis]) not in (0, 1, None)]
 
 
 def _broadcast_lanes(axes: list[UOp], out_axes: list[int], loads: list[UOp], width: int) -> Optional[int]:
