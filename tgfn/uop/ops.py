@@ -94,6 +94,11 @@ class Ops(Enum):
   ASSIGN = auto()         # src: (DEFINE_ACC, new value); arg: ALU op: acc = acc <op> value
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+  # Enum's own __hash__ hashes the member's name in Python code, and every node built or looked up hashes
+  # its op (a cold compile of the MLP step: ~90,000 times). Members are singletons compared by identity,
+  # so identity's hash is the same contract, in C. (Neither is stable across processes; disk keys spell
+  # the names.)
+  __hash__ = object.__hash__
 
 
 class AxisType(Enum):
@@ -111,6 +116,7 @@ class AxisType(Enum):
                     # updates): opened where its stores need it, never split, reordered or vectorized
 
   def __repr__(self) -> str: return f"AxisType.{self.name}"
+  __hash__ = object.__hash__  # as Ops: hashed with every RANGE node
 
 
 class GroupOp:
