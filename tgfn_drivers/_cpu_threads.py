@@ -5,8 +5,15 @@ A kernel that wants more than one core calls
   void tg_parallel_for(void (*body)(void *ctx, long long lo, long long hi), void *ctx, long long n, long long grain);
 
 which runs `body` over [0, n) in chunks and returns when every chunk is done. The pool is C (below),
-compiled once with the kernels' compiler and flags and loaded with RTLD_GLOBAL, so every kernel .so
-loaded afterwards resolves `tg_parallel_for` against it (`CPUProgram` calls `load_pool()` first).
+compiled once with the kernels' compiler and flags and loaded with RTLD_GLOBAL (hand-written C may
+declare `tg_parallel_for` extern and resolve against it).
+
+Generated kernels never wait for the pool. Their C (tgfn/renderer/cstyle.py, THREAD_PRELUDE) calls
+`tg_parallel_for` through a pointer of their own library that starts at a serial loop, body(ctx, 0, n),
+and the library exports `tg_use_pool` to point it at the pool. A library loaded before the pool is
+ready is handed it when it is (`when_pool_ready`). So a pool that is not on disk compiles in the
+background, at a lower CPU priority, while the first kernels compile and run on one thread: a cold
+first call does not pay for it (the jitted MLP step's: ~0.1 s of compiler time on 2 cores).
 
 Threads: `CPU_THREADS` (a positive integer) if set, else the CPUs this process may run on
 (sched_getaffinity). The caller is one of them: the pool starts `threads - 1` workers, lazily, on the
@@ -48,8 +55,9 @@ import ctypes
 import os
 import tempfile
 import threading
+import weakref
 from concurrent.futures import Future
-from typing import Optional
+from typing import Any, Optional
 
 # Work per launch below which a kernel should not call the pool at all (see the docstring).
 PARALLEL_MIN_FLOPS = 2_000_000
@@ -242,6 +250,8 @@ _load_lock = threading.Lock()
 _start_lock = threading.Lock()
 _pool_loading: Optional[Future] = None  # the background load's end, once started
 _pool: Optional[ctypes.CDLL] = None  # kept for the process lifetime: kernels resolve against it
+_users_lock = threading.Lock()
+_waiting_users: list[weakref.ref] = []  # kernel libraries loaded before the pool, to be handed it (guarded)
 
 
 def _check_cpu_threads() -> None:
@@ -260,7 +270,8 @@ def load_pool() -> ctypes.CDLL:
 
 def load_pool_in_background() -> Future:
   """`load_pool` on a thread of its own, started once (the CPU device starts it when it opens: a pool not
-  on disk then compiles while the program traces and generates its first kernels); the future of its end."""
+  on disk then compiles at a lower priority, while the program traces and compiles its first kernels,
+  which run on one thread until it is ready); the future of its end."""
   global _pool_loading
   with _start_lock:
     if _pool_loading is None:
@@ -271,9 +282,36 @@ def load_pool_in_background() -> Future:
 
 def _load_into(future: Future) -> None:
   try:
-    future.set_result(load_pool())
-  except BaseException as e:  # handed to whoever waits on the future (a batch re-raises it)
+    future.set_result(_load_pool(compile=True, background=True))
+  except BaseException as e:  # kernels keep running on one thread; whoever waits on the future sees why
     future.set_exception(e)
+    from tgfn.device import warn_once
+    warn_once("pool", f"the CPU worker pool could not be built ({e}); kernels run on one thread")
+
+
+def when_pool_ready(library: Any) -> None:
+  """Call `library.use_pool(address of tg_parallel_for)` now if the pool is loaded, else as soon as it
+  is (from the thread that loads it). The library is held weakly meanwhile: one unloaded before then is
+  skipped."""
+  with _users_lock:
+    if _pool is None:
+      _waiting_users.append(weakref.ref(library))
+      return
+  library.use_pool(_parallel_for_address())
+
+
+def _parallel_for_address() -> int:
+  return ctypes.cast(_pool.tg_parallel_for, ctypes.c_void_p).value  # type: ignore[union-attr, return-value]
+
+
+def _hand_over() -> None:
+  """Point every library that waited for the pool at it (the pool has just been loaded)."""
+  with _users_lock:
+    waiting = _waiting_users[:]
+    _waiting_users.clear()
+  address = _parallel_for_address()
+  for ref in waiting:
+    if (library := ref()) is not None: library.use_pool(address)
 
 
 # the pool links libm for the kernels (which link no libraries: cpu.KERNEL_LINK), whatever the process links;
@@ -281,7 +319,9 @@ def _load_into(future: Future) -> None:
 POOL_LINK = ("-Wl,--no-as-needed", "-lm")
 
 
-def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
+def _load_pool(compile: bool, background: bool = False) -> Optional[ctypes.CDLL]:
+  """The loaded pool; built if not on disk and `compile` (a `background` build runs at a lower CPU
+  priority), else None."""
   global _pool
   if _pool is not None: return _pool
   with _load_lock:
@@ -291,7 +331,10 @@ def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
       compiler = CCompiler()
       compiler.extra_flags = ("-pthread",)
       compiler.link_flags = POOL_LINK
-      binary = compiler.compile_cached(POOL_SOURCE) if compile else compiler.cached(POOL_SOURCE)
+      binary = compiler.cached(POOL_SOURCE)
+      if binary is None and compile:
+        binary = compiler.compile(POOL_SOURCE, background=background)
+        compiler.store(POOL_SOURCE, binary)
       if binary is None: return None
       with tempfile.NamedTemporaryFile(prefix="tgfn-pool-", suffix=".so") as f:
         f.write(binary)
@@ -299,6 +342,7 @@ def _load_pool(compile: bool) -> Optional[ctypes.CDLL]:
         lib = ctypes.CDLL(f.name, mode=ctypes.RTLD_GLOBAL)  # never closed, so the mapping stays
       lib.tg_num_threads.restype, lib.tg_num_threads.argtypes = ctypes.c_int, []
       _pool = lib
+      _hand_over()
   return _pool
 
 

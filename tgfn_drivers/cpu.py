@@ -27,7 +27,7 @@ from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers import _cpu_tiers
-from tgfn_drivers._cpu_threads import load_pool, load_pool_in_background
+from tgfn_drivers._cpu_threads import load_pool_in_background, when_pool_ready
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -40,8 +40,12 @@ CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=o
 # polynomials over 4M elements) ran ~7% slower, so a contraction's own flops do not count towards the threshold.
 # -fexpensive-optimizations puts `vzeroupper` before calls into libm (without
 # it a kernel calling exp2f per lane ran 20x slower on AVX2); -ftree-vrp drops index clamps it can prove.
+# -fno-tree-ccp -fno-ivopts skip the two passes that took most of -O1's time on tgfn's unrolled vector code
+# (conditional constant propagation runs several times over every lane expression; codegen has folded the
+# constants and laid out the index arithmetic already): the MLP step's C compiled in 0.6x the time, and its
+# step and the 1024^2 and 2048^2 matmuls ran as fast (bench/first_call.py, docs/performance.md).
 # The renderer marks such a kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
-LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp"]
+LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", "-fno-tree-ccp", "-fno-ivopts"]
 FULL_OPT_FLOPS = 1 << 24
 LIGHT_MARK = "/* tgfn: light optimization */\n"
 
@@ -148,11 +152,27 @@ _target_macros: dict[tuple[str, ...], str] = {}
 
 
 # A kernel library links only libgcc's helpers (float16 conversions): its other outside symbols (libm's
-# exp2f, log2f, ...; the pool's tg_parallel_for) resolve when it is loaded, against the process (CPython links
-# libc and libm) and the pool, which every kernel load comes after (CPUProgram) and which links libm itself.
-# Not reading libc's and libm's link scripts and libraries saves ~7 of the ~30 ms of CPU a compiler process
-# costs before any code (the MLP step's first call runs five).
+# exp2f, log2f, ...) resolve when it is loaded, against the process, which has libm in its global scope
+# (CPython links it; _load_libm makes sure). Not reading libc's and libm's link scripts and libraries saves
+# ~7 of the ~30 ms of CPU a compiler process costs before any code (the MLP step's first call runs four).
 KERNEL_LINK = ("-nostdlib", "-lgcc")
+
+
+def _load_libm() -> None:
+  """libm in the process's global symbol scope, where kernel libraries find exp2f, sinf, ... (an
+  interpreter built without it, or one that loaded it privately, would leave them unresolved)."""
+  try:
+    ctypes.CDLL("libm.so.6", mode=ctypes.RTLD_GLOBAL)  # glibc's name: no search (find_library runs processes)
+  except OSError:
+    from ctypes.util import find_library
+    if (name := find_library("m")) is not None:  # elsewhere; none where libc holds libm (macOS, musl)
+      try:
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+      except OSError:
+        pass
+
+
+_load_libm()
 
 
 class CCompiler(Compiler):
@@ -307,9 +327,19 @@ _unloadable_roots: set[Path] = set()  # folders where loading failed once (e.g. 
 
 class _Library:
   """A loaded shared object, unloaded (dlclose) when nothing references it any more. Each function
-  taken from it keeps a reference, so a kernel is never unloaded while something can still call it."""
+  taken from it keeps a reference, so a kernel is never unloaded while something can still call it.
+  A library with parallel kernels (it exports tg_use_pool) runs them on one thread until the worker pool
+  is loaded, then on the pool."""
   def __init__(self, binary: bytes):
     self.cdll = _load(binary)
+    try:
+      self._use_pool = self.cdll["tg_use_pool"]
+    except AttributeError:  # no parallel kernel in it
+      return
+    self._use_pool.restype, self._use_pool.argtypes = None, [ctypes.c_void_p]
+    when_pool_ready(self)
+
+  def use_pool(self, parallel_for: int) -> None: self._use_pool(parallel_for)
 
   def function(self, name: str) -> Any:
     fxn = self.cdll[name]  # not getattr: the CDLL would cache the function, a cycle that delays unloading
@@ -354,7 +384,6 @@ class CPUProgram:
   """One kernel: a function of a loaded library (its own, or one it shares with the rest of a batch).
   A `provisional` program runs a tiered batch's quick build until `upgrade` swaps in the optimized one."""
   def __init__(self, name: str, lib: bytes | _Library, provisional: bool = False):
-    load_pool()  # first, so a kernel's tg_parallel_for resolves against the pool
     self.name, self.provisional = name, provisional
     self.fxn = (lib if isinstance(lib, _Library) else _Library(lib)).function(name)
 
@@ -520,7 +549,6 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
     compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
 
   try:
-    pool_loaded = load_pool_in_background()  # (started when the device opened; on a first run it compiles)
     pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
     sizes = {False: 0, True: 0}
     order: list[str] = []
@@ -539,7 +567,6 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
         largest = max(len(src) for _, src in rest)
         for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
     binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
-    pool_loaded.result()  # before any kernel: their tg_parallel_for resolves against it
   finally:
     if executor is not None: executor.shutdown()
   programs: dict[str, CPUProgram] = {}

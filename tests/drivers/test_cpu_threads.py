@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tgfn.renderer.cstyle import THREAD_PRELUDE
 from tgfn_drivers._cpu_threads import load_pool, num_threads
 from tgfn_drivers.cpu import CCompiler, CPUProgram
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KERNELS = r"""
+KERNELS = THREAD_PRELUDE + r"""
 #include <sys/syscall.h>
 #include <unistd.h>
-extern void tg_parallel_for(void (*body)(void *ctx, long long lo, long long hi), void *ctx, long long n, long long grain);
 
 /* visits[i] += 1 and tids[i] = the running thread; bad_chunks counts chunks that break the contract */
 struct count_ctx { int *visits; long long *tids; long long *bad_chunks; long long n, grain; };
@@ -74,6 +74,7 @@ class Kernels:
   def get(cls, name: str) -> CPUProgram:
     with cls._lock:
       if not cls._lib:
+        load_pool()  # first: these tests are about the pool (a library loaded earlier runs serially until it is in)
         binary = CCompiler().compile_cached(KERNELS)
         lib = {fn: CPUProgram(fn, binary) for fn in ("count_visits", "k", "nested")}
         lib["count_visits"].fxn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2
@@ -156,9 +157,10 @@ def threads():  # the pool's workers, by the name they give themselves (others c
 """
 
 
-def run_python(code: str, **env: str) -> str:
-  """Run SETUP + code in a fresh interpreter with `env` added; return what it printed."""
-  proc = subprocess.run([sys.executable, "-c", SETUP + textwrap.dedent(code)], cwd=ROOT, capture_output=True,
+def run_python(code: str, before_setup: str = "", **env: str) -> str:
+  """Run before_setup + SETUP + code in a fresh interpreter with `env` added; return what it printed."""
+  program = textwrap.dedent(before_setup) + SETUP + textwrap.dedent(code)
+  proc = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
                         text=True, env={**os.environ, **env}, timeout=120)
   assert proc.returncode == 0, proc.stderr
   return proc.stdout
@@ -190,17 +192,30 @@ def test_a_bad_cpu_threads_is_an_error():
   assert proc.returncode != 0 and "CPU_THREADS must be a whole number" in proc.stderr
 
 
-def test_a_kernel_using_the_pool_loads_in_a_fresh_process():
-  # CPUProgram loads the pool first; without it, dlopen fails on the undefined tg_parallel_for
+def test_a_kernel_loaded_before_the_pool_runs_serially_then_on_the_pool(tmp_path):
+  """A kernel library never waits for the pool: loaded while the pool is still being built (held here by
+  its load lock), its parallel loop runs on the calling thread, right; once the pool is in, on the pool."""
+  hold = """
+  from tgfn_drivers import _cpu_threads
+  _cpu_threads._load_lock.acquire()  # before the CPU device opens: its background load of the pool waits here
+  """
   out = run_python("""
+  import ctypes
   from tests.drivers.test_cpu_threads import KERNELS
   from tgfn_drivers.cpu import CCompiler, CPUProgram
-  prog = CPUProgram("k", CCompiler().compile_cached(KERNELS))
-  x = np.arange(1_000_000, dtype=np.float32); out = np.zeros_like(x)
-  prog(out.ctypes.data, x.ctypes.data)
-  print((out == 2 * x).all())
-  """)
-  assert out.split() == ["True"]
+  prog = CPUProgram("count_visits", CCompiler().compile_cached(KERNELS))
+  prog.fxn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2
+  def run():
+    visits, tids, bad = np.zeros(1_000_000, np.int32), np.zeros(1_000_000, np.int64), np.zeros(1, np.int64)
+    prog.fxn(visits.ctypes.data, tids.ctypes.data, bad.ctypes.data, 1_000_000, 100)
+    return (visits == 1).all() and bad[0] == 0, set(tids.tolist()) == {threading.get_native_id()}
+  before = threads()
+  print(_cpu_threads._pool is None, *run(), threads() - before)
+  _cpu_threads._load_lock.release()
+  _cpu_threads._pool_loading.result()
+  print(run()[0], threads() - before)
+  """, hold, CPU_THREADS="2", TGFN_CACHE_DIR=str(tmp_path))
+  assert out.split() == ["True", "True", "True", "0", "True", "1"]  # then the caller and one worker
 
 
 def test_a_forked_child_restarts_the_pool():

@@ -25,11 +25,39 @@ from tgfn.renderer.cvector import VectorALU
 from tgfn.renderer.dialects import C, CUDA, OPENCL, Dialect
 from tgfn.uop.ops import AxisType, Ops, UOp
 
-# the CPU driver's worker pool (tgfn_drivers/_cpu_threads.py), loaded before any kernel
-THREAD_PRELUDE = """extern void tg_parallel_for(void (*body)(void *, long long, long long), void *ctx, long long n, long long grain);
+# A parallel loop's entry point calls tg_parallel_for: a pointer of this library, a serial loop until the CPU
+# driver hands it the worker pool's (tgfn_drivers/_cpu_threads.py, when_pool_ready) through tg_use_pool. Static:
+# a library's own pointer, never bound to the pool's exported function of the same name.
+THREAD_PRELUDE = """#ifndef TG_THREAD_PRELUDE
+#define TG_THREAD_PRELUDE
+typedef void (*tg_body)(void *, long long, long long);
+static void tg_serial_for(tg_body body, void *ctx, long long n, long long grain) { (void)grain; body(ctx, 0, n); }
+static void (*tg_parallel_for)(tg_body, void *, long long, long long) = tg_serial_for;
+void tg_use_pool(void (*pool_for)(tg_body, void *, long long, long long)) { tg_parallel_for = pool_for; }
+#endif
 """
 
 Ref = Callable[[UOp], str]
+
+
+def _fused_multiply_add(assign: UOp) -> bool:
+  """An accumulation `acc += a * b` rendered as one fused multiply-add (one rounding instead of two), as the
+  float policy allows a reduction (tgfn/codegen/policy.py)."""
+  acc, value = assign.src
+  return assign.arg is Ops.ADD and value.op is Ops.MUL and acc.dtype.scalar().is_float and not strict_float()
+
+
+def _fused_products(program: list[UOp]) -> set[UOp]:
+  """The products whose every use is a fused multiply-add, which reads their operands instead: not written
+  out (dead statements the C compiler would parse and remove: in a register-tiled matmul, half of the inner
+  loop's)."""
+  uses: dict[UOp, int] = {}
+  for u in program:
+    for s in u.src: uses[s] = uses.get(s, 0) + 1
+  fused: dict[UOp, int] = {}
+  for u in program:
+    if u.op is Ops.ASSIGN and _fused_multiply_add(u): fused[u.src[1]] = fused.get(u.src[1], 0) + 1
+  return {m for m, n in fused.items() if uses[m] == n}
 _VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
 _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 _OPERATOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<",
@@ -104,6 +132,7 @@ class CStyleRenderer(Renderer):
     thread_range: Optional[UOp] = None
     ids = self.global_ids(program)
     index_type = self.type(dtypes.index)
+    unused = _fused_products(program)
 
     def ref(u: UOp) -> str:
       if u.op is Ops.CONST: return self.const(u.arg, u.dtype)
@@ -121,7 +150,7 @@ class CStyleRenderer(Renderer):
 
     for u in program:
       op = u.op
-      if op is Ops.CONST: continue
+      if op is Ops.CONST or u in unused: continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"
       elif op is Ops.DEFINE_VAR:
         # a parameter passed in another type (C's float16 as a double) becomes a value of its own type once
@@ -214,8 +243,7 @@ class CStyleRenderer(Renderer):
     dtype = acc.dtype.scalar()
     if u.arg is Ops.MAX and dtype.is_float:  # the update is an op too: given its meaning by the same rule
       return self.render_inline(lower_alu(UOp(Ops.MAX, acc.dtype, (acc, value))), (acc, value), ref)
-    # the float policy lets a reduction fuse its multiply-add (one rounding instead of two)
-    fma = u.arg is Ops.ADD and value.op is Ops.MUL and dtype.is_float and not strict_float()
+    fma = _fused_multiply_add(u)
     fn = self.dialect.fma[dtype is dtypes.float64]
     if acc.dtype.count == 1:
       if fma: return f"{fn}({ref(value.src[0])}, {ref(value.src[1])}, {ref(acc)})"
