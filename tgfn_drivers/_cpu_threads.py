@@ -11,9 +11,10 @@ declare `tg_parallel_for` extern and resolve against it).
 Generated kernels never wait for the pool. Their C (tgfn/renderer/cstyle.py, THREAD_PRELUDE) calls
 `tg_parallel_for` through a pointer of their own library that starts at a serial loop, body(ctx, 0, n),
 and the library exports `tg_use_pool` to point it at the pool. A library loaded before the pool is
-ready is handed it when it is (`when_pool_ready`). So a pool that is not on disk compiles in the
-background, at a lower CPU priority, while the first kernels compile and run on one thread: a cold
-first call does not pay for it (the jitted MLP step's: ~0.1 s of compiler time on 2 cores).
+ready is handed it when it is (`when_pool_ready`). Opening the CPU device loads the pool if it is on
+disk; one that is not is built when the first library with a parallel kernel is loaded, in the
+background at a lower CPU priority, while those kernels run on one thread: a cold first call does not
+share its cores with the pool's build (~0.1 s of compiler time) nor wait for it.
 
 Threads: `CPU_THREADS` (a positive integer) if set, else the CPUs this process may run on
 (sched_getaffinity). The caller is one of them: the pool starts `threads - 1` workers, lazily, on the
@@ -269,15 +270,26 @@ def load_pool() -> ctypes.CDLL:
 
 
 def load_pool_in_background() -> Future:
-  """`load_pool` on a thread of its own, started once (the CPU device starts it when it opens: a pool not
-  on disk then compiles at a lower priority, while the program traces and compiles its first kernels,
-  which run on one thread until it is ready); the future of its end."""
+  """`load_pool` on a thread of its own, started once, a build at a lower CPU priority (the first library
+  with a parallel kernel starts it, when_pool_ready); the future of its end."""
   global _pool_loading
   with _start_lock:
     if _pool_loading is None:
       _pool_loading = Future()
       threading.Thread(target=_load_into, args=(_pool_loading,), name="tgfn-pool-load", daemon=True).start()
   return _pool_loading
+
+
+def load_cached_pool_in_background() -> None:
+  """When the CPU device opens: load the pool on a thread if it is on disk (milliseconds). A pool not on
+  disk is built only once a kernel library needs it, after its batch has compiled (when_pool_ready): a
+  cold first call shares its two cores with no one (the pool's build is ~0.1 s of compiler time)."""
+  def load() -> None:
+    try:
+      _load_pool(compile=False)
+    except BaseException:  # (a bad CPU_THREADS: raised again, in the caller's thread, by the load that builds)
+      pass
+  threading.Thread(target=load, name="tgfn-pool-load-cached", daemon=True).start()
 
 
 def _load_into(future: Future) -> None:
@@ -296,6 +308,7 @@ def when_pool_ready(library: Any) -> None:
   with _users_lock:
     if _pool is None:
       _waiting_users.append(weakref.ref(library))
+      load_pool_in_background()
       return
   library.use_pool(_parallel_for_address())
 

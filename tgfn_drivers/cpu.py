@@ -27,7 +27,7 @@ from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers import _cpu_tiers
-from tgfn_drivers._cpu_threads import load_pool_in_background, when_pool_ready
+from tgfn_drivers._cpu_threads import load_cached_pool_in_background, when_pool_ready
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -594,6 +594,6 @@ def _rebuild_optimized(src: str, programs: list[CPUProgram]) -> None:
 
 
 _compiler = CCompiler()
-load_pool_in_background()
+load_cached_pool_in_background()
 DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many,
                   scalar_arg=scalar_arg, address_handles=True, wait_for_optimized=_cpu_tiers.wait)

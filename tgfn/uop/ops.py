@@ -407,8 +407,12 @@ class UPat:
       store[self.name] = uop
     if self.src is None: return True
     if isinstance(self.src, UPat): return all(self.src.match(s, store) for s in uop.src)
-    orders = [self.src] if isinstance(self.src, tuple) else [self.src, self.src[::-1]]
-    for pats in orders:
+    if isinstance(self.src, tuple):
+      # one order: matched into `store` itself. A failed match may leave bindings there, but whoever asked
+      # drops it then (PatternMatcher.rewrite, or a two-order parent's trial copy below)
+      if len(self.src) != len(uop.src) and not (self.allow_any_len and len(uop.src) >= len(self.src)): return False
+      return all(p.match(s, store) for p, s in zip(self.src, uop.src))
+    for pats in (self.src, self.src[::-1]):
       if len(pats) != len(uop.src) and not (self.allow_any_len and len(uop.src) >= len(pats)): continue
       trial = dict(store)
       if all(p.match(s, trial) for p, s in zip(pats, uop.src)):
@@ -452,8 +456,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional
       stack.append((node, 1, None))
       stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
     elif stage == 1:
-      new_src = tuple(done[s] for s in node.src)
-      rebuilt = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
+      new_src = tuple([done[s] for s in node.src])
+      rebuilt = node if new_src == node.src else UOp(node.op, node.dtype, new_src, node.arg)
       out = pm.rewrite(rebuilt, ctx)
       if out is None or out is rebuilt: done[node] = rebuilt
       else:
@@ -471,16 +475,24 @@ def substitute(root: UOp, mapping: dict[UOp, UOp], memo: Optional[dict[UOp, UOp]
   `memo` (node -> its replacement) may be shared by calls with the same mapping: a subgraph it holds is
   not walked again (expanding a vector axis substitutes each lane into many graphs sharing their indices)."""
   done: dict[UOp, UOp] = {} if memo is None else memo
+  for node, out in mapping.items(): done.setdefault(node, out)
   if root in done: return done[root]
   keep_lines = helpers.locator is not None  # a rebuilt node keeps its user's source line (tgfn/viz/locations.py)
-  for node in toposort([root], lambda u: () if u in done or u in mapping else u.src):
-    if node in done: continue
-    if node in mapping: done[node] = mapping[node]
+  # depth first, an iterator per open node (as toposort): a node is rebuilt once all its sources are done
+  path = [(root, iter(root.src))]
+  while path:
+    node, rest = path[-1]
+    for s in rest:
+      if s not in done:
+        path.append((s, iter(s.src)))
+        break
     else:
-      new_src = tuple(done[s] for s in node.src)
-      done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
-      if keep_lines and done[node] is not node and (line := node.__dict__.get("_user_line")) is not None:
-        done[node].__dict__.setdefault("_user_line", line)
+      path.pop()
+      new_src = tuple([done[s] for s in node.src])
+      out = node if all(a is b for a, b in zip(new_src, node.src)) else UOp(node.op, node.dtype, new_src, node.arg)
+      if keep_lines and out is not node and (line := node.__dict__.get("_user_line")) is not None:
+        out.__dict__.setdefault("_user_line", line)
+      done[node] = out
   return done[root]
 
 
