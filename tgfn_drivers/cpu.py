@@ -469,6 +469,10 @@ class NativeCRenderer(CStyleRenderer):
     return out
 
   @functools.cached_property
+  def shuffle(self) -> str:  # type: ignore[override]
+    return "clang" if "__clang__" in self.compiler.target_macros() else "gcc"
+
+  @functools.cached_property
   def registers(self) -> int:  # type: ignore[override]
     macros = self.compiler.target_macros()
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16

@@ -12,6 +12,7 @@ from tgfn.codegen.opts import Opt, apply_opts
 from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
 from tgfn.codegen.linearize import linearize
 from tgfn.codegen.semantics import lower_semantics, promote_halves
+from tgfn.codegen.transposed_loads import transposed_loads
 from tgfn.helpers import settings, track
 from tgfn.renderer import Renderer
 from tgfn.uop.ops import AxisType, Ops, PatternMatcher, UOp, graph_rewrite
@@ -36,6 +37,9 @@ def optimize(ast: UOp, opts: list[Opt]) -> list[UOp]:
     expanded = expand(ast)
     track("expand vector and unrolled axes", ast, expanded)
     ast = graph_rewrite(expanded, symbolic, name="simplify after expand")
+    rows = transposed_loads(ast)
+    track("gathers over a block read as rows", ast, rows)
+    ast = rows
   # semantics last, so the ops the optimizer made are covered too (tgfn/codegen/semantics.py)
   lowered = lower_semantics(ast)
   track("lower semantics", ast, lowered)

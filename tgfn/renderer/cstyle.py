@@ -21,6 +21,7 @@ from tgfn.codegen.policy import strict_float
 from tgfn.codegen.semantics import lower_alu
 from tgfn.dtype import DType, dtype_from_name, dtypes
 from tgfn.renderer import Renderer
+from tgfn.renderer.ctranspose import block_columns, shuffler, transpose
 from tgfn.renderer.cvector import VectorALU
 from tgfn.renderer.dialects import C, CUDA, OPENCL, Dialect
 from tgfn.uop.ops import AxisType, Ops, UOp
@@ -101,6 +102,8 @@ class CStyleRenderer(Renderer):
   vector_fma: dict[str, str] = {}
   # vector dtype name -> the square root of a whole vector, "{0}" (else a lane loop of sqrt)
   vector_sqrt: dict[str, str] = {}
+  # whose two-vector shuffle builtin to write square block transposes with ("gcc", "clang"; else lane by lane)
+  shuffle: Optional[str] = None
 
   def type(self, dtype: DType) -> str: return dtype.cname if dtype.count > 1 else self.dialect.type(dtype)
   def const(self, value: object, dtype: DType) -> str: return self.dialect.const(value, dtype)
@@ -133,6 +136,7 @@ class CStyleRenderer(Renderer):
     ids = self.global_ids(program)
     index_type = self.type(dtypes.index)
     unused = _fused_products(program)
+    blocks = block_columns(program) if self.shuffle is not None else {}
 
     def ref(u: UOp) -> str:
       if u.op is Ops.CONST: return self.const(u.arg, u.dtype)
@@ -143,10 +147,20 @@ class CStyleRenderer(Renderer):
       counter += 1
       return f"{prefix}{counter - 1}"
 
-    def declare(u: UOp, expr: str, prefix: str = "v") -> None:
-      names[u] = fresh(prefix)
-      if u.dtype.count > 1: vectors[u.dtype.name] = u.dtype
-      lines.append("  " * indent + f"const {self.type(u.dtype)} {names[u]} = {expr};")
+    def declare(u: UOp, expr: str, prefix: str = "v") -> None: names[u] = named(u.dtype, expr, prefix)
+
+    def named(dtype: DType, expr: str, prefix: str = "alu") -> str:
+      name = fresh(prefix)
+      if dtype.count > 1: vectors[dtype.name] = dtype
+      lines.append("  " * indent + f"const {self.type(dtype)} {name} = {expr};")
+      return name
+
+    def transpose_block(rows: tuple[UOp, ...], dtype: DType) -> None:
+      """Name every column of the block of `rows` (tgfn/renderer/ctranspose.py)."""
+      shuffle = shuffler(self.shuffle, dtype.itemsize)  # type: ignore[arg-type]
+      columns = transpose([ref(r) for r in rows], shuffle, lambda expr: named(dtype, expr))
+      for column, (of, i) in blocks.items():
+        if of is rows: names[column] = columns[i]
 
     for u in program:
       op = u.op
@@ -184,6 +198,11 @@ class CStyleRenderer(Renderer):
         lines.append("  " * indent + f"{self.type(u.dtype)} {names[u]} = {ref(u.src[0])};")
       elif op is Ops.ASSIGN: lines.append("  " * indent + f"{names[u.src[0]]} = {self.render_accumulate(u, ref)};")
       elif op is Ops.LOAD: declare(u, self.render_load(u, ref), "val")
+      # a lane of a named value is written where it is used: a gather built from row loads (transposed_loads)
+      # picks 64 lanes, and a statement for each would be most of its C. Not an accumulator's: it changes
+      elif op is Ops.GEP and u.src[0].op is not Ops.DEFINE_ACC: names[u] = self.render_alu(u, ref)
+      elif u in blocks:
+        if u not in names: transpose_block(blocks[u][0], u.dtype)
       elif op is Ops.STORE:
         buf, idx, value = u.src
         if value.dtype.count > 1: lines.append("  " * indent + f"*({value.dtype.cname}_u*)({ref(buf)} + {ref(idx)}) = {ref(value)};")
