@@ -145,8 +145,8 @@ class Array:
   def block_until_ready(self) -> Array:
     """Compute the value and wait until it is in memory: on an asynchronous device (OPENCL, CUDA,
     WEBGPU) a realized buffer may still be waiting for queued kernels, so the driver synchronizes."""
-    self.realize()
-    if self.uop.op is Ops.BUFFER and (synchronize := Device[self.uop.device].synchronize) is not None: synchronize()
+    if (u := self.uop).op is not Ops.BUFFER: u = self._value()  # (realize's work, one call less when computed)
+    if u.op is Ops.BUFFER and (synchronize := Device[u.device].synchronize) is not None: synchronize()
     return self
 
   @staticmethod

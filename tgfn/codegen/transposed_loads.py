@@ -27,8 +27,9 @@ ROW_BYTES = 64  # no longer than the widest vector register
 def _gather_key(v: UOp) -> tuple | None:
   """(buffer, each lane's index terms, each lane's offset from lane 0) and the column (lane 0's constant)
   of a gather of scalar loads, or None for anything else."""
-  if v.op is not Ops.VECTORIZE or v.dtype.count < 2 or v.dtype.scalar() not in VECTOR_DTYPES: return None
+  if v.op is not Ops.VECTORIZE or v.dtype.count < 2 or v.src[0].op is not Ops.LOAD or v.dtype.scalar() not in VECTOR_DTYPES: return None
   if not all(s.op is Ops.LOAD and len(s.src) == 2 and s.src[0] is v.src[0].src[0] for s in v.src): return None
+  if len(set(v.src)) != len(v.src): return None  # a broadcast (one load in every lane), not a gather
   sums = [split_sum(s.src[1]) for s in v.src]
   column = sums[0][1]
   return (v.src[0].src[0], tuple(frozenset(terms) for terms, _ in sums), tuple(c - column for _, c in sums)), column
