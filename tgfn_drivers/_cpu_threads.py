@@ -271,12 +271,14 @@ def load_pool() -> ctypes.CDLL:
 
 def load_pool_in_background() -> Future:
   """`load_pool` on a thread of its own, started once, a build at a lower CPU priority (the first library
-  with a parallel kernel starts it, when_pool_ready); the future of its end."""
+  with a parallel kernel starts it, when_pool_ready); the future of its end. Not a daemon: the interpreter
+  waits for it at exit, so a short program leaves the pool on disk for the next one (and no compiler
+  running behind it)."""
   global _pool_loading
   with _start_lock:
     if _pool_loading is None:
       _pool_loading = Future()
-      threading.Thread(target=_load_into, args=(_pool_loading,), name="tgfn-pool-load", daemon=True).start()
+      threading.Thread(target=_load_into, args=(_pool_loading,), name="tgfn-pool-load").start()
   return _pool_loading
 
 
@@ -305,6 +307,7 @@ def when_pool_ready(library: Any) -> None:
   """Call `library.use_pool(address of tg_parallel_for)` now if the pool is loaded, else as soon as it
   is (from the thread that loads it). The library is held weakly meanwhile: one unloaded before then is
   skipped."""
+  _check_cpu_threads()  # a bad CPU_THREADS is the caller's error, not a pool that quietly never comes
   with _users_lock:
     if _pool is None:
       _waiting_users.append(weakref.ref(library))
@@ -327,8 +330,8 @@ def _hand_over() -> None:
     if (library := ref()) is not None: library.use_pool(address)
 
 
-# the pool links libm for the kernels (which link no libraries: cpu.KERNEL_LINK), whatever the process links;
-# loaded with RTLD_GLOBAL, its libm serves every kernel loaded after it
+# the pool links libm (the kernels link no libraries, cpu.KERNEL_LINK: their libm calls resolve against the
+# process's global scope, where cpu._load_libm puts it, and where this library's libm is too once it is in)
 POOL_LINK = ("-Wl,--no-as-needed", "-lm")
 
 
