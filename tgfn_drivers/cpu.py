@@ -45,7 +45,9 @@ CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=o
 # constants and laid out the index arithmetic already): the MLP step's C compiled in 0.6x the time, and its
 # step and the 1024^2 and 2048^2 matmuls ran as fast (bench/first_call.py, docs/performance.md).
 # The renderer marks such a kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
-LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", "-fno-tree-ccp", "-fno-ivopts"]
+# (gcc's pass switches: clang rejects -fno-tree-ccp, so a clang compiler gets LIGHT_OPT without them)
+GCC_PASSES_OFF = ("-fno-tree-ccp", "-fno-ivopts")
+LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", *GCC_PASSES_OFF]
 FULL_OPT_FLOPS = 1 << 24
 LIGHT_MARK = "/* tgfn: light optimization */\n"
 
@@ -204,6 +206,11 @@ class CCompiler(Compiler):
       if proc.returncode == 0 and macros: cache_write("targets", key, macros.encode())
     return _target_macros.setdefault(cc, macros)
 
+  @property
+  def is_clang(self) -> bool:
+    """Whether the compiler is clang (its predefined macros say so), which takes its own flags and builtins."""
+    return "__clang__" in self.target_macros()
+
   def _cc(self) -> list[str]:
     if self.cc is None: self.cc = find_c_compiler()
     return self.cc
@@ -220,9 +227,10 @@ class CCompiler(Compiler):
     # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
     env = {**os.environ, "TMPDIR": str(out.parent)}
     name = " ".join(cc)
+    flags = [f for f in compiler_flags(src) if f not in GCC_PASSES_OFF] if self.is_clang else compiler_flags(src)
     CompilerRuns.add()
     try:
-      with subprocess.Popen([*cc, *compiler_flags(src), *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
+      with subprocess.Popen([*cc, *flags, *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
         if background: _cpu_tiers.lower_priority(proc.pid)
         printed, errors = proc.communicate(src.encode())
@@ -470,7 +478,7 @@ class NativeCRenderer(CStyleRenderer):
 
   @functools.cached_property
   def shuffle(self) -> str:  # type: ignore[override]
-    return "clang" if "__clang__" in self.compiler.target_macros() else "gcc"
+    return "clang" if self.compiler.is_clang else "gcc"
 
   @functools.cached_property
   def registers(self) -> int:  # type: ignore[override]

@@ -3,6 +3,7 @@ system header, yet every C library function a kernel may call is declared; small
 lighter optimization (as do contractions), in units of their own; the last units of a batch are split over
 the compiler processes; a warm batch reads its units on the calling thread."""
 import ctypes
+import shutil
 import subprocess
 
 import numpy as np
@@ -158,3 +159,16 @@ def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monke
   pool = cpu.CCompiler()
   pool.link_flags = POOL_LINK  # as tgfn_drivers/_cpu_threads.py builds the pool
   assert "-nostdlib" not in pool.cachekey and "-nostdlib" in cpu.CCompiler().cachekey
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed")
+def test_light_kernels_compile_with_clang(monkeypatch):
+  """CC=clang gets the light flags without gcc's pass switches (clang rejects -fno-tree-ccp)."""
+  monkeypatch.setenv("CC", "clang")
+  compiler = cpu.CCompiler()
+  assert compiler.is_clang
+  src = cpu.LIGHT_MARK + "void k(float* restrict data0) { data0[0] = 1.5f; }\n"
+  program = cpu.CPUProgram("k", compiler.compile(src))
+  out = np.zeros(1, np.float32)
+  program(out.ctypes.data)
+  assert out[0] == 1.5

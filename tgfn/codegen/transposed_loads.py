@@ -3,10 +3,10 @@
 A vectorized transposing copy (`x.T`, a transposed operand packed into panels) gathers each vector
 lane by lane: with 8 lanes a row apart and the copy upcast 8 along the rows, every block is 64 scalar
 loads. The same 64 values are 8 contiguous rows of 8: load each row as one vector, and build each
-gathered vector from one lane of every row (VECTORIZE of GEPs, which the C compiler turns into
-shuffles). The values, and the memory read, are exactly the same; the C is a third the statements,
-which is what the compiler's time on these kernels was (a 512x512 transpose: 34 -> 14 ms of gcc's
-time, running as fast).
+gathered vector from one lane of every row (VECTORIZE of GEPs; a square block of them the C renderer
+writes as a shuffle network, tgfn/renderer/ctranspose.py). The values, and the memory read, are exactly
+the same, in far fewer statements of C, which is what the compiler's time on these kernels was (the MLP
+step's transposing copies: 0.55-0.7x the gcc time; a 512x512 transpose 98 -> 55 us on one core).
 
 Which gathers: VECTORIZEs of ungated scalar LOADs of one buffer whose lane indices are the same sums
 but for a constant, and whose constants step by one from one gather to the next (`W` gathers at

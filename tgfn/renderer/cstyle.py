@@ -41,24 +41,6 @@ void tg_use_pool(void (*pool_for)(tg_body, void *, long long, long long)) { tg_p
 Ref = Callable[[UOp], str]
 
 
-def _fused_multiply_add(assign: UOp) -> bool:
-  """An accumulation `acc += a * b` rendered as one fused multiply-add (one rounding instead of two), as the
-  float policy allows a reduction (tgfn/codegen/policy.py)."""
-  acc, value = assign.src
-  return assign.arg is Ops.ADD and value.op is Ops.MUL and acc.dtype.scalar().is_float and not strict_float()
-
-
-def _fused_products(program: list[UOp]) -> set[UOp]:
-  """The products whose every use is a fused multiply-add, which reads their operands instead: not written
-  out (dead statements the C compiler would parse and remove: in a register-tiled matmul, half of the inner
-  loop's)."""
-  uses: dict[UOp, int] = {}
-  for u in program:
-    for s in u.src: uses[s] = uses.get(s, 0) + 1
-  fused: dict[UOp, int] = {}
-  for u in program:
-    if u.op is Ops.ASSIGN and _fused_multiply_add(u): fused[u.src[1]] = fused.get(u.src[1], 0) + 1
-  return {m for m, n in fused.items() if uses[m] == n}
 _VECTOR_NAME = re.compile(r"\btg_([a-z]+[0-9]*x[0-9]+)(?![0-9])")
 _NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
 _OPERATOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<",
@@ -91,6 +73,26 @@ def _lanewise(u: UOp, scalar: Callable[[Ref], str], ref: Ref) -> str:
   short loop back into vector instructions where the target has them)."""
   lane_ref = lambda s: f"{ref(s)}[_l]" if s.dtype is not None and s.dtype.count > 1 else ref(s)  # noqa: E731
   return (f"({{ {u.dtype.cname} _r; for (int _l = 0; _l < {u.dtype.count}; _l++) _r[_l] = {scalar(lane_ref)}; _r; }})")
+
+
+def _fused_multiply_add(assign: UOp) -> bool:
+  """An accumulation `acc += a * b` rendered as one fused multiply-add (one rounding instead of two), as the
+  float policy allows a reduction (tgfn/codegen/policy.py)."""
+  acc, value = assign.src
+  return assign.arg is Ops.ADD and value.op is Ops.MUL and acc.dtype.scalar().is_float and not strict_float()
+
+
+def _fused_products(program: list[UOp]) -> set[UOp]:
+  """The products whose every use is a fused multiply-add, which reads their operands instead: not written
+  out (dead statements the C compiler would parse and remove: in a register-tiled matmul, half of the inner
+  loop's)."""
+  uses: dict[UOp, int] = {}
+  for u in program:
+    for s in u.src: uses[s] = uses.get(s, 0) + 1
+  fused: dict[UOp, int] = {}
+  for u in program:
+    if u.op is Ops.ASSIGN and _fused_multiply_add(u): fused[u.src[1]] = fused.get(u.src[1], 0) + 1
+  return {m for m, n in fused.items() if uses[m] == n}
 
 
 class CStyleRenderer(Renderer):
