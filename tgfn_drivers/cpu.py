@@ -7,13 +7,14 @@ import functools
 import hashlib
 import itertools
 import os
+import select
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -28,6 +29,7 @@ from tgfn.dtype import DType
 from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers import _cpu_tiers
 from tgfn_drivers._cpu_threads import load_cached_pool_in_background, when_pool_ready
+from tgfn_drivers._cpu_units import compile_units
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -216,36 +218,88 @@ class CCompiler(Compiler):
     return self.cc
 
   def compile_many(self, srcs: list[str]) -> list[bytes]:
-    """One compiler process per source, all at once (each waits in its own thread)."""
-    if len(srcs) <= 1: return [self.compile(src) for src in srcs]
-    with ThreadPoolExecutor(max_workers=len(srcs)) as pool: return list(pool.map(self.compile, srcs))
+    """One compiler process per source, all at once."""
+    return [job.result() for job in [self.start(src) for src in srcs]]
 
   def compile(self, src: str, background: bool = False) -> bytes:
     """`src` built into a shared object; `background`: the compiler process runs at a lower CPU priority."""
+    return self.start(src, background).result()
+
+  def start(self, src: str, background: bool = False) -> CompileJob:
+    """A compiler process building `src`, started now; its `result()` waits for the shared object."""
     cc = self._cc()
+    flags = [f for f in compiler_flags(src) if f not in GCC_PASSES_OFF] if self.is_clang else compiler_flags(src)
     out = _fresh_library_path(_scratch_roots())
+    CompilerRuns.add()
+    return CompileJob(cc, [*flags, *self.extra_flags], list(self.link_flags), src, out, background)
+
+
+class CompileJob:
+  """One C compiler process building a shared object at `out` from `src`.
+
+  The source is a file beside the output and the compiler's messages go to another, so starting the process
+  and waiting for it are each one system call: no pipe to feed or drain. Nothing here needs a helper thread,
+  and a thread that starts or waits for a process beside codegen (which holds the interpreter lock) waits
+  for the lock at every step: starting gcc that way took 37 ms instead of 1, and the MLP step's first unit
+  compiled in 130 ms instead of 45."""
+
+  def __init__(self, cc: list[str], flags: list[str], link: list[str], src: str, out: Path, background: bool):
+    self.src, self.out, self.name = src, out, " ".join(cc)
+    self.source_file, self.log_file = out.with_suffix(".c"), out.with_suffix(".log")
     # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
     env = {**os.environ, "TMPDIR": str(out.parent)}
-    name = " ".join(cc)
-    flags = [f for f in compiler_flags(src) if f not in GCC_PASSES_OFF] if self.is_clang else compiler_flags(src)
-    CompilerRuns.add()
     try:
-      with subprocess.Popen([*cc, *flags, *self.extra_flags, "-x", "c", "-", *self.link_flags, "-o", str(out)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
-        if background: _cpu_tiers.lower_priority(proc.pid)
-        printed, errors = proc.communicate(src.encode())
-      if proc.returncode != 0:
-        raise RuntimeError(f"C compilation failed ({name}):\n{errors.decode()}\n--- source ---\n{src}")
-      binary = out.read_bytes() if out.is_file() else b""
+      self.source_file.write_text(src)
+      with open(self.log_file, "wb") as log:
+        self.proc = subprocess.Popen([*cc, *flags, "-x", "c", str(self.source_file), *link, "-o", str(out)],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     except OSError as e:
-      raise RuntimeError(f"could not run the C compiler {name!r} ({e}); set CC= to a working C compiler") from e
+      self._remove_files()
+      raise RuntimeError(f"could not run the C compiler {self.name!r} ({e}); set CC= to a working C compiler") from e
+    if background: _cpu_tiers.lower_priority(self.proc.pid)
+
+  def done(self) -> bool:
+    """Whether the process has exited (its result is ready)."""
+    return self.proc.poll() is not None
+
+  def result(self) -> bytes:
+    """Wait for the compiler; the shared object, or RuntimeError with what the compiler said."""
+    try:
+      self.proc.wait()
+      said = self.log_file.read_bytes().decode(errors="replace") if self.log_file.is_file() else ""
+      if self.proc.returncode != 0:
+        raise RuntimeError(f"C compilation failed ({self.name}):\n{said}\n--- source ---\n{self.src}")
+      binary = self.out.read_bytes() if self.out.is_file() else b""
     finally:
-      out.unlink(missing_ok=True)
+      self._remove_files()
     if not binary:
-      said = (printed + errors).decode(errors="replace").strip()[:500]
-      raise RuntimeError(f"the C compiler {name!r} exited successfully but wrote no shared object (expected a "
-                         f"kernel .so at -o {out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
+      said = said.strip()[:500]
+      raise RuntimeError(f"the C compiler {self.name!r} exited successfully but wrote no shared object (expected a "
+                         f"kernel .so at -o {self.out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
     return binary
+
+  def cancel(self) -> None:
+    """Stop the compiler (a batch that failed elsewhere no longer needs it) and remove its files."""
+    if not self.done(): self.proc.kill()
+    self.proc.wait()
+    self._remove_files()
+
+  def _remove_files(self) -> None:
+    for path in (self.out, self.source_file, self.log_file): path.unlink(missing_ok=True)
+
+
+def wait_for_any(jobs: Sequence[CompileJob]) -> None:
+  """Block until at least one of `jobs` has exited: on Linux in one select over process file descriptors,
+  elsewhere by polling every millisecond."""
+  if any(job.done() for job in jobs): return
+  fds = []
+  try:
+    fds = [os.pidfd_open(job.proc.pid) for job in jobs]
+    select.select(fds, [], [])
+  except (AttributeError, OSError):  # no pidfd_open (not Linux 5.3+): poll
+    while not any(job.done() for job in jobs): time.sleep(1e-3)
+  finally:
+    for fd in fds: os.close(fd)
 
 
 _libc = ctypes.CDLL(None)
@@ -486,107 +540,21 @@ class NativeCRenderer(CStyleRenderer):
     return 32 if "__AVX512F__" in macros or "__aarch64__" in macros else 16
 
 
-# A batch's kernels go to the compiler as their code is generated: a C unit closes once it holds
-# UNIT_CHARS characters of source and compiles in its own process while codegen goes on. Starting a process
-# costs ~20 ms of CPU and a unit this size ~150 ms, so units are not made smaller -- except the last ones:
-# what is left when codegen ends is split over the compiler processes (pieces of TAIL_CHARS or more), so
-# that they finish together instead of one long unit running alone.
-UNIT_CHARS = 40_000
-TAIL_CHARS = 10_000
-
-
-def compile_jobs() -> int:
-  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
-  With 1, a batch is one C unit per optimization level, compiled once codegen is done."""
-  if (value := settings.TGFN_COMPILE_JOBS).strip():
-    if not value.strip().isdigit() or int(value) < 1:
-      raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
-    return int(value)
-  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[str, str]]]:
-  """`kernels` cut, in order, into at most `pieces` runs of about equal source size."""
-  total, out, size = sum(len(src) for _, src in kernels), [[]], 0
-  for kernel in kernels:  # a piece ends before the kernel that lies mostly past its share
-    if out[-1] and size + len(kernel[1]) / 2 > total * len(out) / pieces: out.append([])
-    out[-1].append(kernel)
-    size += len(kernel[1])
-  return out
-
-
-def _compile_unit(names: list[str], src: str) -> bytes:
-  """A unit's binary; a quick build (tiered) is not kept on disk: only its optimized rebuild is."""
-  try:
-    return _compiler.compile(src) if _cpu_tiers.is_quick(src) else _compiler.compile_cached(src)
-  except RuntimeError as e:  # the compiler's message may name no function (an error outside one): say which
-    raise RuntimeError(f"compiling the C unit of kernel(s) {', '.join(names)}: {e}") from e
-
-
 def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
-  """Compile several kernels (distinct function names) as C units of about UNIT_CHARS characters, each
-  started as soon as it is full (`kernels` may be a generator doing codegen: the compiler runs meanwhile),
-  and load each resulting library once: its kernels' programs share it, so it stays loaded while any of
-  them is referenced. A unit holds kernels of one optimization level (LIGHT_MARK or not). Units depend
-  only on the sources and their order, so a warm process makes the same units and finds them in the
-  disk cache. A batch of TIERED_MIN_CHARS or more that is not on disk is built quick first and rebuilt
+  """Compile several kernels (distinct function names) as C units, each started as soon as it is cut
+  (`kernels` may be a generator doing codegen: the compiler runs meanwhile; tgfn_drivers/_cpu_units.py), and
+  load each resulting library once: its kernels' programs share it, so it stays loaded while any of them is
+  referenced. A batch of TIERED_MIN_CHARS or more that is not on disk is built quick first and rebuilt
   optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
-  jobs = compile_jobs()
-  # while codegen runs on this thread it keeps a CPU to itself (it is what the last units wait for), the
-  # compiler processes take the others; once it is done they take them all
-  during_codegen = max(1, jobs - 1)
-  slots = threading.Semaphore(during_codegen)
-
-  def in_slot(fn: Any, *args: Any) -> Any:
-    with slots: return fn(*args)
-
-  units: list[list[str]] = []
-  compiled: list[Any] = []  # per unit: its binary (found on disk) or the future compiling it
-  quick: dict[int, str] = {}  # the units built quick (tiered), by index: their sources, to rebuild optimized
-  tiered, batch_chars = _cpu_tiers.enabled(), 0
-  executor: Optional[ThreadPoolExecutor] = None
-
-  def submit(fn: Any, *args: Any) -> Any:  # threads only for what compiles: a warm batch starts none
-    nonlocal executor
-    if executor is None: executor = ThreadPoolExecutor(max_workers=jobs + 1)
-    return executor.submit(in_slot, fn, *args)
-
-  def start(unit: list[tuple[str, str]]) -> None:
-    units.append([name for name, _ in unit])
-    src = "".join(src for _, src in unit)
-    binary = _compiler.cached(src)  # a warm process reads its units here: no thread to hand off to and wait for
-    if binary is None and tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS:
-      quick[len(compiled)] = src
-      src = _cpu_tiers.quick_source(src)
-    compiled.append(binary if binary is not None else submit(_compile_unit, units[-1], src))
-
-  try:
-    pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
-    sizes = {False: 0, True: 0}
-    order: list[str] = []
-    for name, src in kernels:
-      order.append(name)
-      light = src.startswith(LIGHT_MARK)
-      pending[light].append((name, src))
-      sizes[light] += len(src)
-      batch_chars += len(src)
-      if jobs > 1 and sizes[light] >= UNIT_CHARS:
-        start(pending[light])
-        pending[light], sizes[light] = [], 0
-    for _ in range(jobs - during_codegen): slots.release()
-    for light, rest in pending.items():
-      if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
-        largest = max(len(src) for _, src in rest)
-        for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): start(piece)
-    binaries = [c if isinstance(c, bytes) else c.result() for c in compiled]
-  finally:
-    if executor is not None: executor.shutdown()
+  tiered = _cpu_tiers.enabled()
+  quick = lambda src, batch_chars: _cpu_tiers.quick_source(src) if tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS else None  # noqa: E731
+  units, order = compile_units(kernels, _compiler, LIGHT_MARK, quick)
   programs: dict[str, CPUProgram] = {}
-  for i, (names, binary) in enumerate(zip(units, binaries)):
-    library = _Library(binary)
-    unit = [CPUProgram(name, library, provisional=i in quick) for name in names]
-    programs.update(zip(names, unit))
-    if i in quick: _rebuild_optimized(quick[i], unit)
+  for unit in units:
+    library = _Library(unit.binary)
+    built = [CPUProgram(name, library, provisional=unit.optimized is not None) for name in unit.names]
+    programs.update(zip(unit.names, built))
+    if unit.optimized is not None: _rebuild_optimized(unit.optimized, built)
   return [programs[name] for name in order]
 
 

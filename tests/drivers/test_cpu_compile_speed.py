@@ -15,7 +15,7 @@ from tgfn.engine.realize import prepare_kernel
 from tgfn.renderer.dialects import C
 from tgfn.schedule.schedule import create_schedule
 from tgfn.uop.ops import Ops
-from tgfn_drivers import cpu
+from tgfn_drivers import _cpu_units, cpu
 from tgfn_drivers._cpu_threads import POOL_LINK, load_pool
 from tgfn_drivers.cpu import find_c_compiler
 
@@ -48,8 +48,8 @@ def fresh(monkeypatch, tmp_path):
   monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
   monkeypatch.setenv("TGFN_TIERED_COMPILE", "0")
   units: list[str] = []
-  real = cpu.CCompiler.compile
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
+  real = cpu.CCompiler.start
+  monkeypatch.setattr(cpu.CCompiler, "start", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
   return units
 
 
@@ -99,8 +99,8 @@ def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, mon
 
 def test_what_is_left_when_codegen_ends_is_split_over_the_compiler_processes(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 10_000)  # no unit fills up: all of it is left at the end
-  monkeypatch.setattr(cpu, "TAIL_CHARS", 100)
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 10_000)  # no unit fills up: all of it is left at the end
+  monkeypatch.setattr(_cpu_units, "TAIL_CHARS", 100)
   kernels = [_kernel(f"k{i}", i + 0.5, light=True, pad=60) for i in range(6)]
   _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
   assert sorted(fresh) == sorted(["".join(src for _, src in kernels[:3]), "".join(src for _, src in kernels[3:])])
@@ -108,18 +108,18 @@ def test_what_is_left_when_codegen_ends_is_split_over_the_compiler_processes(fre
   _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
   assert fresh == []  # a warm run cuts the same units: all on disk
   fresh.clear()
-  monkeypatch.setattr(cpu, "TAIL_CHARS", 10_000)  # a small rest stays one unit: a process costs more than it saves
+  monkeypatch.setattr(_cpu_units, "TAIL_CHARS", 10_000)  # a small rest stays one unit: a process costs more than it saves
   cpu.build_many(iter(_kernel(f"j{i}", i + 0.5, light=True) for i in range(6)))
   assert len(fresh) == 1
   fresh.clear()
-  monkeypatch.setattr(cpu, "TAIL_CHARS", 100)  # a piece is never smaller than the largest kernel of the rest
+  monkeypatch.setattr(_cpu_units, "TAIL_CHARS", 100)  # a piece is never smaller than the largest kernel of the rest
   cpu.build_many(iter([_kernel("big", 0.5, light=True, pad=400), *(_kernel(f"m{i}", i + 0.5, light=True) for i in range(3))]))
   assert len(fresh) == 1
 
 
 def test_a_failing_unit_names_its_kernels(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)  # one unit per kernel
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 1)  # one unit per kernel
   broken = ("broken", cpu.LIGHT_MARK + "typedef float broken_t broken_t;\nvoid broken(float* data0) {}\n")
   with pytest.raises(RuntimeError) as info:
     cpu.build_many([_kernel("fine", 1.5, light=True), broken])
@@ -127,19 +127,42 @@ def test_a_failing_unit_names_its_kernels(fresh, monkeypatch):
   assert "broken" in first_line and "fine" not in first_line
 
 
-def test_a_warm_batch_reads_its_units_without_starting_a_thread(fresh, monkeypatch):
+def test_a_warm_batch_reads_its_units_and_starts_no_compiler(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 100)
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 100)
   kernels = [_kernel(f"w{i}", i + 0.5, light=i % 2 == 0, pad=60) for i in range(6)]
   _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
   assert len(fresh) > 1
-
-  def no_threads(*args, **kwargs):
-    raise AssertionError("a batch whose units are all on disk started a thread pool")
-  monkeypatch.setattr(cpu, "ThreadPoolExecutor", no_threads)
   fresh.clear()
   _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(6)])
   assert fresh == []
+
+
+def test_units_start_small_and_double_up_to_unit_chars(fresh, monkeypatch):
+  """The first unit closes at FIRST_UNIT_CHARS, each next one at twice the size of the one before, up to
+  UNIT_CHARS: a compiler starts early in codegen, and later units are few."""
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(_cpu_units, "FIRST_UNIT_CHARS", 200)
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 800)
+  monkeypatch.setattr(_cpu_units, "TAIL_CHARS", 10_000)  # the rest is one unit
+  kernels = [_kernel(f"g{i}", i + 0.5, light=True, pad=100 - len(_kernel(f"g{i}", i + 0.5, True)[1])) for i in range(26)]
+  assert {len(src) for _, src in kernels} == {100}
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(26)])
+  assert sorted(len(src) for src in fresh) == sorted([200, 400, 800, 800, 400])
+
+
+def test_compilers_are_started_and_reaped_on_the_calling_thread(fresh, monkeypatch):
+  """No helper thread: one would wait for the interpreter lock, which codegen holds, at every step of
+  starting a compiler or noticing its end."""
+  import threading
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 100)
+  threads, real = [], cpu.CompileJob.result
+  monkeypatch.setattr(cpu.CompileJob, "result", lambda self: (threads.append(threading.current_thread()), real(self))[1])
+  before = threading.active_count()
+  _run_all(cpu.build_many(iter(_kernel(f"c{i}", i + 0.5, light=True, pad=60) for i in range(6))), [i + 0.5 for i in range(6)])
+  assert len(fresh) > 1 and len(threads) == len(fresh) and set(threads) == {threading.current_thread()}
+  assert threading.active_count() == before
 
 
 def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monkeypatch):

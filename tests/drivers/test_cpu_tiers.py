@@ -46,8 +46,8 @@ def builds(monkeypatch, tmp_path):
   monkeypatch.setenv("TGFN_CACHE_DIR", str(tmp_path))
   monkeypatch.setenv("TGFN_TIERED_COMPILE", "1")
   seen: list[tuple[list[str], bool]] = []
-  real = cpu.CCompiler.compile
-  monkeypatch.setattr(cpu.CCompiler, "compile",
+  real = cpu.CCompiler.start
+  monkeypatch.setattr(cpu.CCompiler, "start",
                       lambda self, src, background=False: (seen.append((cpu.compiler_flags(src), background)), real(self, src, background))[1])
   return seen
 
@@ -64,7 +64,8 @@ def held_rebuilds(monkeypatch):
 
 
 def test_a_large_cold_batch_runs_quick_builds_then_switches_to_optimized_ones_with_the_same_bits(builds, held_rebuilds):
-  kernels = _kernels(4, pad=_cpu_tiers.TIERED_MIN_CHARS // 4)
+  # each kernel alone is a large batch: the units cut as the batch grows are quick builds from the first one
+  kernels = _kernels(4, pad=_cpu_tiers.TIERED_MIN_CHARS)
   programs = cpu.build_many(kernels)
   assert all(p.provisional for p in programs)
   assert builds and all(flags[:len(_cpu_tiers.QUICK_OPT)] == _cpu_tiers.QUICK_OPT and not bg for flags, bg in builds)

@@ -14,7 +14,7 @@ import tgfn
 import tgfn.numpy as tnp
 from tgfn.device import Device
 from tgfn.engine import realize
-from tgfn_drivers import cpu
+from tgfn_drivers import _cpu_units, cpu
 from tgfn_drivers._cpu_threads import load_pool
 
 
@@ -82,7 +82,7 @@ def test_kernels_already_in_memory_are_not_compiled_again(fresh, monkeypatch):
 
 def test_a_batch_splits_over_parallel_compiler_processes(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)  # every kernel a unit of its own
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 1)  # every kernel a unit of its own
   x, y = _inputs()
   out, runs = _compiler_runs(tgfn.jit(many_kernels), x, y)
   assert runs == 9
@@ -93,11 +93,11 @@ def test_a_batch_splits_over_parallel_compiler_processes(fresh, monkeypatch):
 
 def test_units_close_at_unit_chars_in_order_and_are_the_same_warm(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 100)
-  monkeypatch.setattr(cpu, "TAIL_CHARS", 1000)  # the rest is one unit (its split: tests/drivers/test_cpu_compile_speed.py)
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 100)
+  monkeypatch.setattr(_cpu_units, "TAIL_CHARS", 1000)  # the rest is one unit (its split: tests/drivers/test_cpu_compile_speed.py)
   units = []
-  real = cpu.CCompiler.compile
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
+  real = cpu.CCompiler.start
+  monkeypatch.setattr(cpu.CCompiler, "start", lambda self, src, background=False: (units.append(src), real(self, src, background))[1])
   sources = [(f"k{i}", f"void k{i}(float* restrict data0) {{ data0[0] = {i}.5f; /* {'.' * (40 * (i % 3))} */ }}\n")
              for i in range(7)]
   programs = cpu.build_many(iter(sources))  # a generator is fine: units start while it is consumed
@@ -122,10 +122,10 @@ def test_codegen_and_the_compiler_overlap(fresh, monkeypatch):
   """A jitted function's first C unit compiles while the rest of its kernels are still being generated."""
   import threading
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
-  monkeypatch.setattr(cpu, "UNIT_CHARS", 1)
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 1)
   started = threading.Event()
-  real_compile, real_prepare = cpu.CCompiler.compile, realize.prepare_kernel
-  monkeypatch.setattr(cpu.CCompiler, "compile", lambda self, src, background=False: (started.set(), real_compile(self, src, background))[1])
+  real_start, real_prepare = cpu.CCompiler.start, realize.prepare_kernel
+  monkeypatch.setattr(cpu.CCompiler, "start", lambda self, src, background=False: (started.set(), real_start(self, src, background))[1])
   seen = []
   def prepare(kernel, *a, **k):
     if seen: seen.append(started.wait(timeout=30))  # the first unit is compiling before codegen ends
@@ -140,7 +140,7 @@ def test_codegen_and_the_compiler_overlap(fresh, monkeypatch):
 
 def test_compile_jobs_must_be_a_positive_whole_number(monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "two")
-  with pytest.raises(ValueError, match="TGFN_COMPILE_JOBS must be a whole number"): cpu.compile_jobs()
+  with pytest.raises(ValueError, match="TGFN_COMPILE_JOBS must be a whole number"): _cpu_units.compile_jobs()
 
 
 def test_the_prepared_source_cache_is_keyed_by_codegen_switches(fresh, monkeypatch):

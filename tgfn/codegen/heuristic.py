@@ -41,6 +41,13 @@ GATHER_LANES = 8
 # this, and multiplies the C the compiler must digest: the MLP step's five such kernels (softmax rows of
 # 10 classes, the loss) took 0.3 s of its 1 s of gcc time with them; the step's run time did not change
 TILE_MIN_WORK = 65_536
+# a contraction doing less work than this runs in tens of microseconds whatever its tile; its tile is kept
+# to SMALL_TILE accumulators, since every accumulator adds its share of the epilogue's C (a gathered update,
+# a horizontal sum). The MLP step's two 10-class kernels with 10- and 16-accumulator tiles: 33 K characters
+# of C, ~70 ms of gcc and ~30 ms of codegen; with 5 and 8 they ran within 8 us of that per step in half
+# the compile time
+SMALL_TILE_WORK = 16_000_000
+SMALL_TILE = 8
 
 
 def stride(idx: UOp, rng: UOp) -> Optional[int]:
@@ -139,14 +146,16 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     # Two vectors wide along the vector axis, and as many rows as the registers left hold accumulators
     # (one broadcast register and the row of loaded vectors stay live when each row's updates stand
     # together: 6x16 on AVX2 ran at 88 GFLOP/s per core, the 2x32 tile at 72, 4x16 at 60)
-    budget = max(1, registers - 4)
+    small = work < SMALL_TILE_WORK
+    budget = SMALL_TILE if small else max(1, registers - 4)
     upcasts: list[Opt] = []
     # first the axes along which a gathered load does not move: it is then gathered once for the
     # whole row of the tile
     reuses_gather = lambda axis: any(stride(ld.src[1], axes[axis]) == 0 for ld in gathered)  # noqa: E731
     for axis in sorted(reversed(out_axes), key=lambda a: not reuses_gather(a)):
       if not invariant_loads(axis): continue
-      cap = 2 if axis == vector_axis else min(8, budget // tile)
+      cap = 2 if axis == vector_axis else 8
+      if small or axis != vector_axis: cap = min(cap, budget // tile)  # (a large tile's two vectors always fit)
       amount = _tile_amount(sizes[axis], cap, ragged=axis != vector_axis)
       if amount > 1:
         upcasts.append(Opt(OptOps.UPCAST, axis, amount))

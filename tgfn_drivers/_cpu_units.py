@@ -1,0 +1,143 @@
+"""How the CPU driver cuts a batch (a jitted function's kernels) into C units and compiles them while codegen
+goes on.
+
+A compiler process costs ~15-20 ms of CPU before any code and about 2-3 ms per 1,000 characters after, so
+units are not made small: 40 K characters (UNIT_CHARS) take ~100-150 ms. But the first unit closes at
+FIRST_UNIT_CHARS and each next one at twice the size of the one before, up to UNIT_CHARS, so that a core
+starts compiling early in codegen instead of idling until 40 K characters are there (the MLP step's first
+unit started 40 ms into its first call instead of 100). What is left when codegen ends is split over the
+compiler processes (pieces of TAIL_CHARS or more), so that they finish together instead of one long unit
+running alone. A unit holds kernels of one optimization level (the driver's LIGHT_MARK or not).
+
+Unit boundaries depend only on the sources and their order, never on timing: a warm process cuts the same
+units and finds them in the disk cache.
+
+Compiler processes are started and reaped on the calling thread, between kernels as codegen yields them
+(`CompileJob`, tgfn_drivers/cpu.py): a helper thread would wait for the interpreter lock, which codegen
+holds, at every step of starting or reaping a process. While codegen runs, at most `jobs - 1` compile (it
+keeps a core to itself: the last units wait for it); once it is done, `jobs` of them.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from tgfn.helpers import settings
+
+FIRST_UNIT_CHARS = 8_000
+UNIT_CHARS = 40_000
+TAIL_CHARS = 10_000
+
+
+def unit_chars(started: int) -> int:
+  """The size at which the next unit closes, after `started` units."""
+  return min(UNIT_CHARS, FIRST_UNIT_CHARS << min(started, 16))
+
+
+def compile_jobs() -> int:
+  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
+  With 1, a batch is one C unit per optimization level, compiled once codegen is done."""
+  if (value := settings.TGFN_COMPILE_JOBS).strip():
+    if not value.strip().isdigit() or int(value) < 1:
+      raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
+    return int(value)
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[str, str]]]:
+  """`kernels` cut, in order, into at most `pieces` runs of about equal source size."""
+  total, out, size = sum(len(src) for _, src in kernels), [[]], 0
+  for kernel in kernels:  # a piece ends before the kernel that lies mostly past its share
+    if out[-1] and size + len(kernel[1]) / 2 > total * len(out) / pieces: out.append([])
+    out[-1].append(kernel)
+    size += len(kernel[1])
+  return out
+
+
+@dataclass
+class Unit:
+  names: list[str]
+  source: str                   # what is compiled (a tiered batch's quick build: its quick source)
+  optimized: Optional[str]      # a quick-built unit's own source, to rebuild optimized; else None
+  job: Any = None               # its CompileJob while compiling
+  binary: Optional[bytes] = None
+
+
+class UnitCompiler:
+  """The units of one batch: each found on disk or queued, and compiled `jobs` at a time as `pump` and
+  `finish` are called. `compiler` is the driver's (cached, store, start); `quick(src)`: the quick source
+  a tiered batch builds first, or None."""
+
+  def __init__(self, compiler: Any, jobs: int, quick: Any):
+    self.compiler, self.jobs, self.quick = compiler, jobs, quick
+    self.units: list[Unit] = []
+    self.queue: deque[Unit] = deque()
+    self.running: list[Unit] = []
+
+  def add(self, kernels: list[tuple[str, str]]) -> None:
+    """A unit of `kernels`: its binary from disk (a warm process reads its units here), else queued."""
+    src = "".join(src for _, src in kernels)
+    unit = Unit([name for name, _ in kernels], src, None, binary=self.compiler.cached(src))
+    if unit.binary is None and (quick := self.quick(src)) is not None: unit.source, unit.optimized = quick, src
+    self.units.append(unit)
+    if unit.binary is None: self.queue.append(unit)
+
+  def pump(self, limit: int) -> None:
+    """Reap the compilers that are done; start queued units while fewer than `limit` run."""
+    for unit in [u for u in self.running if u.job.done()]: self._reap(unit)
+    while self.queue and len(self.running) < limit:
+      unit = self.queue.popleft()
+      unit.job = self.compiler.start(unit.source)
+      self.running.append(unit)
+
+  def finish(self) -> list[Unit]:
+    """Compile what is left, `jobs` at a time; every unit with its binary."""
+    from tgfn_drivers.cpu import wait_for_any  # (cpu.py imports this module)
+    while self.queue or self.running:
+      self.pump(self.jobs)
+      if self.running: wait_for_any([u.job for u in self.running])
+    return self.units
+
+  def cancel(self) -> None:
+    """Stop every compiler still running (the batch failed)."""
+    for unit in self.running: unit.job.cancel()
+    self.running.clear()
+
+  def _reap(self, unit: Unit) -> None:
+    self.running.remove(unit)
+    try:
+      unit.binary = unit.job.result()
+    except RuntimeError as e:  # the compiler's message may name no function (an error outside one): say which
+      raise RuntimeError(f"compiling the C unit of kernel(s) {', '.join(unit.names)}: {e}") from e
+    if unit.optimized is None: self.compiler.store(unit.source, unit.binary)  # (a quick build is not kept)
+
+
+def compile_units(kernels: Iterable[tuple[str, str]], compiler: Any, light_mark: str, quick: Any) -> tuple[list[Unit], list[str]]:
+  """The units of `kernels` (distinct function names; may be a generator doing codegen), each compiled,
+  and the kernels' names in the order given. `quick(src, batch_chars)`: the quick source of a unit of a
+  tiered batch of `batch_chars` characters so far, or None."""
+  jobs, batch_chars = compile_jobs(), 0
+  units = UnitCompiler(compiler, jobs, lambda src: quick(src, batch_chars))
+  pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
+  sizes, order = {False: 0, True: 0}, []
+  try:
+    for name, src in kernels:
+      order.append(name)
+      light = src.startswith(light_mark)
+      pending[light].append((name, src))
+      sizes[light] += len(src)
+      batch_chars += len(src)
+      if jobs > 1 and sizes[light] >= unit_chars(len(units.units)):
+        units.add(pending[light])
+        pending[light], sizes[light] = [], 0
+      units.pump(jobs - 1)
+    for light, rest in pending.items():
+      if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
+        largest = max(len(src) for _, src in rest)
+        for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): units.add(piece)
+    return units.finish(), order
+  except BaseException:
+    units.cancel()
+    raise
