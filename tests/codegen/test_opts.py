@@ -341,3 +341,29 @@ def test_gathered_lanes_stay_eight_wide_on_wide_vectors(monkeypatch):
   for run, cpu_result in zip(runs, got): _compare(cpu_result, _with_device("PYTHON", monkeypatch, run))
   np.testing.assert_array_equal(got[0], x.T * 2)
   np.testing.assert_allclose(got[1], w - 0.01 * (x.T @ g), rtol=2e-5, atol=1e-5)
+
+
+def test_a_small_contraction_keeps_a_small_tile(monkeypatch):
+  """A contraction doing little work (the MLP step's 10-class kernels: tens of microseconds) keeps its
+  register tile to SMALL_TILE accumulators, since each one adds to the C of its epilogue; a large one keeps
+  the full tile. Both equal the PYTHON reference."""
+  from tgfn.codegen.heuristic import SMALL_TILE, hand_coded_opts
+  from tgfn.codegen.pipeline import scalar_passes
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  renderer = Device["CPU"].renderer
+
+  def accumulators(fn, *shapes):
+    from tgfn.schedule.schedule import create_schedule
+    args = [tnp.ones(s).realize() for s in shapes]
+    kernel = create_schedule([fn(*args).uop])[-1].kernel  # the contraction (after any copy of an operand)
+    opts = hand_coded_opts(scalar_passes(kernel.ast, renderer), 64, 32)
+    return int(np.prod([o.amount for o in opts if o.op is OptOps.UPCAST]))
+
+  # the last layer's weight gradient fused with its update: w (512, 10) - lr * h.T @ g over a batch of 256
+  assert 1 < accumulators(lambda w, h, g: w - 0.01 * (h.T @ g), (512, 10), (256, 512), (256, 10)) <= SMALL_TILE
+  assert accumulators(lambda a, b: a @ b, (256, 784), (784, 512)) > SMALL_TILE
+  h, g, w = _data((96, 64), "float32", 0), _data((96, 10), "float32", 1), _data((64, 10), "float32", 2)
+  run = lambda: tnp.array(w) - 0.01 * (tnp.array(h).T @ tnp.array(g))  # noqa: E731
+  got = _with_device("CPU", monkeypatch, run)
+  _compare(got, _with_device("PYTHON", monkeypatch, run))
+  np.testing.assert_allclose(got, w - 0.01 * (h.T @ g), rtol=2e-5, atol=1e-5)
