@@ -147,9 +147,10 @@ def _buffer_dtypes(kernel: LoweredKernel) -> list[DType]:
   return [real_dtype(b.dtype) for b in kernel.buffers]
 
 
-def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None) -> PreparedKernel:
+def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]] = None,
+                   symbol: Optional[str] = None) -> PreparedKernel:
   """Codegen for `kernel` on `device`: passes, `opts` (default: the device's heuristic or the BEAM
-  search's list), linear, source."""
+  search's list), linear, source (its function named `symbol`, by default the kernel's name)."""
   dev = Device[device]
   if spec_enabled(): verify_kernel(kernel.ast)
   track_kernel(kernel)
@@ -157,7 +158,7 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
-  src = dev.renderer.render(kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
+  src = dev.renderer.render(symbol or kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
   if settings.TGFN_CAPTURE:  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
   if (level := settings.DEBUG) >= 3: debug.print_kernel(kernel, opts, src, linear, level)
@@ -214,12 +215,11 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
       return
     used: set[str] = set()
     for i, kernel in enumerate(kernels):
-      prepared = prepare_kernel(kernel, device)
-      linears[i], symbol, source = prepared.linear, kernel.name, prepared.source
+      symbol = kernel.name
       if symbol in used:  # two kernels of one name: one library needs distinct function names
         symbol = next(f"{kernel.name}_{n}" for n in range(1, len(kernels) + 1) if f"{kernel.name}_{n}" not in used)
-        source = dev.renderer.render(symbol, prepared.linear, _buffer_dtypes(kernel),
-                                    [p.dtype for p in kernel.params])
+      prepared = prepare_kernel(kernel, device, symbol=symbol)
+      linears[i], source = prepared.linear, prepared.source
       used.add(symbol)
       records.append(batch_cache.PreparedRecord(symbol, source, prepared.flops, prepared.opts))
       yield symbol, source
