@@ -7,7 +7,7 @@ FIRST_UNIT_CHARS and each next one at twice the size of the one before, up to UN
 starts compiling early in codegen instead of idling until 40 K characters are there (the MLP step's first
 unit started 40 ms into its first call instead of 100). What is left when codegen ends is split over the
 compiler processes (pieces of TAIL_CHARS or more), so that they finish together instead of one long unit
-running alone. A unit holds kernels of one optimization level (the driver's LIGHT_MARK or not).
+running alone. A unit holds kernels of one optimization level (the mark their source starts with).
 
 Unit boundaries depend only on the sources and their order, never on timing: a warm process cuts the same
 units and finds them in the disk cache.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from tgfn.helpers import settings
 
@@ -114,29 +114,31 @@ class UnitCompiler:
     if unit.optimized is None: self.compiler.store(unit.source, unit.binary)  # (a quick build is not kept)
 
 
-def compile_units(kernels: Iterable[tuple[str, str]], compiler: Any, light_mark: str, quick: Any) -> tuple[list[Unit], list[str]]:
+def compile_units(kernels: Iterable[tuple[str, str]], compiler: Any, level: Callable[[str], str],
+                  quick: Callable[[str, int], Optional[str]]) -> tuple[list[Unit], list[str]]:
   """The units of `kernels` (distinct function names; may be a generator doing codegen), each compiled,
-  and the kernels' names in the order given. `quick(src, batch_chars)`: the quick source of a unit of a
-  tiered batch of `batch_chars` characters so far, or None."""
+  and the kernels' names in the order given. `level(src)`: a kernel's optimization level; `quick(src,
+  batch_chars)`: the quick source of a unit of a tiered batch of `batch_chars` characters so far, or None."""
   jobs, batch_chars = compile_jobs(), 0
   units = UnitCompiler(compiler, jobs, lambda src: quick(src, batch_chars))
-  pending: dict[bool, list[tuple[str, str]]] = {False: [], True: []}  # by level: light or not
-  sizes, order = {False: 0, True: 0}, []
+  pending: dict[str, list[tuple[str, str]]] = {}  # by level, in the order levels first appear
+  sizes: dict[str, int] = {}
+  order = []
   try:
     for name, src in kernels:
       order.append(name)
-      light = src.startswith(light_mark)
-      pending[light].append((name, src))
-      sizes[light] += len(src)
+      key = level(src)
+      pending.setdefault(key, []).append((name, src))
+      sizes[key] = sizes.get(key, 0) + len(src)
       batch_chars += len(src)
-      if jobs > 1 and sizes[light] >= unit_chars(len(units.units)):
-        units.add(pending[light])
-        pending[light], sizes[light] = [], 0
+      if jobs > 1 and sizes[key] >= unit_chars(len(units.units)):
+        units.add(pending[key])
+        pending[key], sizes[key] = [], 0
       units.pump(jobs - 1)
-    for light, rest in pending.items():
+    for key, rest in pending.items():
       if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
         largest = max(len(src) for _, src in rest)
-        for piece in _balanced(rest, max(1, min(jobs, sizes[light] // max(TAIL_CHARS, largest)))): units.add(piece)
+        for piece in _balanced(rest, max(1, min(jobs, sizes[key] // max(TAIL_CHARS, largest)))): units.add(piece)
     return units.finish(), order
   except BaseException:
     units.cancel()

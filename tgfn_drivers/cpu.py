@@ -52,13 +52,27 @@ GCC_PASSES_OFF = ("-fno-tree-ccp", "-fno-ivopts")
 LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", *GCC_PASSES_OFF]
 FULL_OPT_FLOPS = 1 << 24
 LIGHT_MARK = "/* tgfn: light optimization */\n"
+# A kernel executing fewer than SMALL_KERNEL_OPS operations (`executed_ops`: about 100 us of work or less) is
+# compiled with SMALL_OPT, gcc's -Og and the two passes tgfn's code needs from -O1 (tgfn_drivers/_cpu_tiers.py's
+# QUICK_OPT): -Og skips the loop optimizer and most SSA cleanups, which find little in code tgfn has already
+# tiled, vectorized and folded. The MLP step's 22 such kernels took 0.6x the gcc time and ran as fast (each
+# timed against its -O1 build, interleaved: 3.97 against 4.10 ms in all); its four large contractions, at 1-4%
+# slower under -Og, keep LIGHT_OPT.
+SMALL_KERNEL_OPS = 1 << 24
+SMALL_OPT = _cpu_tiers.QUICK_OPT
+SMALL_MARK = "/* tgfn: small kernel */\n"
 
 
 def compiler_flags(src: str) -> list[str]:
   """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK,
-  QUICK_OPT where it is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
-  if _cpu_tiers.is_quick(src): return [*_cpu_tiers.QUICK_OPT, *CFLAGS[1:]]
+  SMALL_OPT where it starts with SMALL_MARK or is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
+  if _cpu_tiers.is_quick(src) or src.startswith(SMALL_MARK): return [*_cpu_tiers.QUICK_OPT, *CFLAGS[1:]]
   return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) else CFLAGS
+
+
+def optimization_level(src: str) -> str:
+  """The mark that sets `src`'s flags ('' for the full -O2): a C unit holds kernels of one level."""
+  return next((mark for mark in (SMALL_MARK, LIGHT_MARK) if src.startswith(mark)), "")
 
 
 def find_c_compiler() -> list[str]:
@@ -190,7 +204,7 @@ class CCompiler(Compiler):
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} "
+    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} small:{' '.join(SMALL_OPT)} "
             f"cpu:{cpu_model()} target:{target}")
 
   def target_macros(self) -> str:
@@ -237,8 +251,8 @@ class CCompiler(Compiler):
 class CompileJob:
   """One C compiler process building a shared object at `out` from `src`.
 
-  The source is a file beside the output and the compiler's messages go to another, so starting the process
-  and waiting for it are each one system call: no pipe to feed or drain. Nothing here needs a helper thread,
+  The source is a file beside the output (the compiler's standard input) and its messages go to another, so
+  starting the process and waiting for it are each one system call: no pipe to feed or drain. Nothing here needs a helper thread,
   and a thread that starts or waits for a process beside codegen (which holds the interpreter lock) waits
   for the lock at every step: starting gcc that way took 37 ms instead of 1, and the MLP step's first unit
   compiled in 130 ms instead of 45."""
@@ -250,9 +264,11 @@ class CompileJob:
     env = {**os.environ, "TMPDIR": str(out.parent)}
     try:
       self.source_file.write_text(src)
-      with open(self.log_file, "wb") as log:
-        self.proc = subprocess.Popen([*cc, *flags, "-x", "c", str(self.source_file), *link, "-o", str(out)],
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+      # read as standard input (from the file, not a pipe): the binary names no source file, so the same
+      # source builds the same bytes
+      with open(self.source_file, "rb") as source, open(self.log_file, "wb") as log:
+        self.proc = subprocess.Popen([*cc, *flags, "-x", "c", "-", *link, "-o", str(out)],
+                                     stdin=source, stdout=log, stderr=log, env=env)
     except OSError as e:
       self._remove_files()
       raise RuntimeError(f"could not run the C compiler {self.name!r} ({e}); set CC= to a working C compiler") from e
@@ -474,6 +490,20 @@ _NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.D
                         Ops.VECTORIZE, Ops.GEP})
 
 
+def executed_ops(program: list[UOp]) -> int:
+  """Operations `program` executes (ALU ops of any dtype, loads and stores; per vector lane, once per
+  iteration of the loops around each)."""
+  ops, trips = 0, [1]
+  for u in program:
+    if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
+    elif u.op is Ops.ENDRANGE: trips.pop()
+    elif u.op not in _NOT_OPS: ops += trips[-1] * (u.dtype.count if u.dtype is not None else 1)
+  return ops
+
+
+_NOT_OPS = frozenset({Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP, Ops.SINK})
+
+
 def flops_besides_contraction(program: list[UOp]) -> int:
   """Float ops `program` executes (per vector lane, once per iteration of the loops around each, as
   tgfn.engine.realize.count_flops counts them), less two per accumulation: a multiply-accumulate."""
@@ -497,9 +527,10 @@ class NativeCRenderer(CStyleRenderer):
     self.compiler = compiler
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
-    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops besides
-    its multiply-accumulates."""
+    """The C source, marked for SMALL_OPT when the kernel executes fewer than SMALL_KERNEL_OPS operations, else
+    for LIGHT_OPT when it does fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates."""
     src = super().render(name, program, buffer_dtypes, param_dtypes)
+    if executed_ops(program) < SMALL_KERNEL_OPS: return SMALL_MARK + src
     return src if flops_besides_contraction(program) >= FULL_OPT_FLOPS else LIGHT_MARK + src
 
   @functools.cached_property
@@ -548,7 +579,7 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
   tiered = _cpu_tiers.enabled()
   quick = lambda src, batch_chars: _cpu_tiers.quick_source(src) if tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS else None  # noqa: E731
-  units, order = compile_units(kernels, _compiler, LIGHT_MARK, quick)
+  units, order = compile_units(kernels, _compiler, optimization_level, quick)
   programs: dict[str, CPUProgram] = {}
   for unit in units:
     library = _Library(unit.binary)

@@ -60,30 +60,36 @@ def _run_all(programs, want):
     assert out[0] == value
 
 
-def test_small_kernels_and_contractions_are_marked_light_and_long_elementwise_code_is_not(monkeypatch):
+def test_small_kernels_large_contractions_and_long_elementwise_code_get_their_own_levels(monkeypatch):
+  """A kernel executing fewer than SMALL_KERNEL_OPS operations is marked for SMALL_OPT, a large contraction
+  for LIGHT_OPT, long elementwise code for -O2 (no mark)."""
   monkeypatch.setenv("DEV", "CPU")
   a = tnp.asarray(np.ones((256, 256), np.float32))
-  [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
-  light = prepare_kernel(small.kernel, "CPU")
+  [tiny] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
+  small = prepare_kernel(tiny.kernel, "CPU")
   # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
   # them multiply-accumulates
   contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])),
                     key=lambda p: p.flops)
   [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
   full = prepare_kernel(long.kernel, "CPU")
-  assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
-  assert light.source.startswith(cpu.LIGHT_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
-  assert cpu.LIGHT_MARK not in full.source
+  assert cpu.executed_ops(small.linear) < cpu.SMALL_KERNEL_OPS <= cpu.executed_ops(contraction.linear)
+  assert small.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
+  assert small.source.startswith(cpu.SMALL_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
+  assert cpu.LIGHT_MARK not in full.source and cpu.SMALL_MARK not in full.source
+  assert [cpu.optimization_level(p.source) for p in (small, contraction, full)] == [cpu.SMALL_MARK, cpu.LIGHT_MARK, ""]
 
 
-def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
+def test_each_level_compiles_with_its_own_flags(monkeypatch):
   argvs = []
   real = subprocess.Popen
   monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
-  for light in (True, False):
-    cpu.CCompiler().compile(_kernel("k", 1.5, light)[1])
-  assert set(cpu.LIGHT_OPT) <= set(argvs[0]) and "-O2" not in argvs[0]
-  assert "-O2" in argvs[1] and not set(cpu.LIGHT_OPT) & set(argvs[1])
+  for mark in (cpu.LIGHT_MARK, "", cpu.SMALL_MARK):
+    cpu.CCompiler().compile(mark + KERNEL.format(name="k", value=1.5, pad=""))
+  light, full, small = argvs
+  assert set(cpu.LIGHT_OPT) <= set(light) and "-O2" not in light
+  assert "-O2" in full and not set(cpu.LIGHT_OPT) & set(full)
+  assert small[1:1 + len(cpu.SMALL_OPT)] == cpu.SMALL_OPT and "-O2" not in small and "-O1" not in small
 
 
 def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, monkeypatch):
