@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -25,7 +26,7 @@ from tgfn.helpers import settings
 from tgfn.renderer.cstyle import CStyleRenderer
 from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
-from tgfn.dtype import DType
+from tgfn.dtype import DType, dtypes
 from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers import _cpu_tiers
 from tgfn_drivers._cpu_threads import load_cached_pool_in_background, when_pool_ready
@@ -51,6 +52,9 @@ CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=o
 GCC_PASSES_OFF = ("-fno-tree-ccp", "-fno-ivopts")
 LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", *GCC_PASSES_OFF]
 FULL_OPT_FLOPS = 1 << 24
+# Integer arithmetic on values (random bits, hashing) is scalar code that -O2 vectorizes itself: the threefry bits
+# of 10^6 uniforms took 8.1 ms at LIGHT_OPT and 1.15 ms at -O2 (50 and 70 ms of gcc)
+FULL_OPT_INTEGERS = 1 << 20
 LIGHT_MARK = "/* tgfn: light optimization */\n"
 # A kernel executing fewer than SMALL_KERNEL_OPS operations (`executed_ops`: about 100 us of work or less) is
 # compiled with SMALL_OPT, gcc's -Og and the two passes tgfn's code needs from -O1 (tgfn_drivers/_cpu_tiers.py's
@@ -58,7 +62,11 @@ LIGHT_MARK = "/* tgfn: light optimization */\n"
 # tiled, vectorized and folded. The MLP step's 22 such kernels took 0.6x the gcc time and ran as fast (each
 # timed against its -O1 build, interleaved: 3.97 against 4.10 ms in all); its four large contractions, at 1-4%
 # slower under -Og, keep LIGHT_OPT.
+# Integer arithmetic on values (random bits, hashing) is scalar code that -Og leaves ~2.3x slower than -O1
+# (threefry bits for 10^6 uniforms: 18.6 against 8.1 ms), so a kernel doing more than SMALL_INTEGER_OPS of it
+# is not small.
 SMALL_KERNEL_OPS = 1 << 24
+SMALL_INTEGER_OPS = 1 << 16
 SMALL_OPT = _cpu_tiers.QUICK_OPT
 SMALL_MARK = "/* tgfn: small kernel */\n"
 
@@ -490,30 +498,32 @@ _NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.D
                         Ops.VECTORIZE, Ops.GEP})
 
 
-def executed_ops(program: list[UOp]) -> int:
-  """Operations `program` executes (ALU ops of any dtype, loads and stores; per vector lane, once per
-  iteration of the loops around each)."""
-  ops, trips = 0, [1]
+@dataclass(frozen=True)
+class OpCounts:
+  """What a kernel executes (per vector lane, once per iteration of the loops around each op)."""
+  executed: int                 # ALU ops of any dtype, loads and stores
+  floats_besides_mac: int       # float ALU ops, less two per accumulation (a multiply-accumulate)
+  integer_values: int           # integer ALU ops on values rather than indices (random bits, hashing)
+
+
+def op_counts(program: list[UOp]) -> OpCounts:
+  executed, floats, integers, trips = 0, 0, 0, [1]
   for u in program:
     if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: trips.pop()
-    elif u.op not in _NOT_OPS: ops += trips[-1] * (u.dtype.count if u.dtype is not None else 1)
-  return ops
+    elif u.op in _NOT_OPS: continue
+    else:
+      # (an ASSIGN or STORE has no dtype: the value it takes has the lanes)
+      lanes = trips[-1] * (u.dtype.count if u.dtype is not None else u.src[-1].dtype.count)
+      executed += lanes
+      if u.op is Ops.ASSIGN: floats -= lanes  # its own op, and the product it adds
+      elif u.op in (Ops.LOAD, Ops.STORE) or u.dtype is None: continue
+      elif not u.dtype.is_int: floats += lanes
+      elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += lanes
+  return OpCounts(executed, floats, integers)
 
 
 _NOT_OPS = frozenset({Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP, Ops.SINK})
-
-
-def flops_besides_contraction(program: list[UOp]) -> int:
-  """Float ops `program` executes (per vector lane, once per iteration of the loops around each, as
-  tgfn.engine.realize.count_flops counts them), less two per accumulation: a multiply-accumulate."""
-  flops, trips = 0, [1]
-  for u in program:
-    if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
-    elif u.op is Ops.ENDRANGE: trips.pop()
-    elif u.op is Ops.ASSIGN: flops -= trips[-1] * u.src[0].dtype.count  # its own op, and the product it adds
-    elif u.op not in _NOT_FLOPS and u.dtype is not None and not u.dtype.is_int: flops += trips[-1] * u.dtype.count
-  return flops
 
 
 class NativeCRenderer(CStyleRenderer):
@@ -527,11 +537,14 @@ class NativeCRenderer(CStyleRenderer):
     self.compiler = compiler
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
-    """The C source, marked for SMALL_OPT when the kernel executes fewer than SMALL_KERNEL_OPS operations, else
-    for LIGHT_OPT when it does fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates."""
+    """The C source, marked for SMALL_OPT when the kernel executes fewer than SMALL_KERNEL_OPS operations (and
+    little integer arithmetic on values), else for LIGHT_OPT when it does fewer than FULL_OPT_FLOPS float ops
+    besides its multiply-accumulates and fewer than FULL_OPT_INTEGERS integer ops on values."""
     src = super().render(name, program, buffer_dtypes, param_dtypes)
-    if executed_ops(program) < SMALL_KERNEL_OPS: return SMALL_MARK + src
-    return src if flops_besides_contraction(program) >= FULL_OPT_FLOPS else LIGHT_MARK + src
+    counts = op_counts(program)
+    if counts.executed < SMALL_KERNEL_OPS and counts.integer_values < SMALL_INTEGER_OPS: return SMALL_MARK + src
+    full = counts.floats_besides_mac >= FULL_OPT_FLOPS or counts.integer_values >= FULL_OPT_INTEGERS
+    return src if full else LIGHT_MARK + src
 
   @functools.cached_property
   def vector_bytes(self) -> int:  # type: ignore[override]

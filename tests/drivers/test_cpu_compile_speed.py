@@ -73,11 +73,26 @@ def test_small_kernels_large_contractions_and_long_elementwise_code_get_their_ow
                     key=lambda p: p.flops)
   [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
   full = prepare_kernel(long.kernel, "CPU")
-  assert cpu.executed_ops(small.linear) < cpu.SMALL_KERNEL_OPS <= cpu.executed_ops(contraction.linear)
+  assert cpu.op_counts(small.linear).executed < cpu.SMALL_KERNEL_OPS <= cpu.op_counts(contraction.linear).executed
   assert small.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
   assert small.source.startswith(cpu.SMALL_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
   assert cpu.LIGHT_MARK not in full.source and cpu.SMALL_MARK not in full.source
   assert [cpu.optimization_level(p.source) for p in (small, contraction, full)] == [cpu.SMALL_MARK, cpu.LIGHT_MARK, ""]
+
+
+def test_integer_work_on_values_decides_the_level_too(monkeypatch):
+  """Random bits are integer arithmetic on values, scalar code that -O2 vectorizes and -Og slows: a large draw
+  compiles at -O2, a medium one is not small, a tiny one is (indices do not count: they are int64 index math)."""
+  import tgfn
+  monkeypatch.setenv("DEV", "CPU")
+  key = tgfn.random.key(0)
+  levels = []
+  for shape in ((512, 512), (64, 64), (4, 4)):
+    [item] = create_schedule([tgfn.random.uniform(key, shape).uop])
+    levels.append(cpu.optimization_level(prepare_kernel(item.kernel, "CPU").source))
+    counts = cpu.op_counts(prepare_kernel(item.kernel, "CPU").linear)
+    assert counts.integer_values > counts.floats_besides_mac
+  assert levels == ["", cpu.LIGHT_MARK, cpu.SMALL_MARK]
 
 
 def test_each_level_compiles_with_its_own_flags(monkeypatch):
