@@ -1,18 +1,16 @@
-"""Tiered compilation for the CPU device (TGFN_TIERED_COMPILE=1; off by default): a large batch that is not
-in the disk cache is first built at QUICK_OPT, so its first call comes sooner, and rebuilt at the usual flags
-on a background thread; each kernel switches to the optimized build when it is ready, and only the optimized
-build goes to the disk cache.
+"""Tiered compilation for the CPU device (TGFN_TIERED_COMPILE=1; off by default): in a large batch that is not in
+the disk cache, the units that compile at -O2 (long float or integer code, tgfn_drivers/cpu.py) are first built
+at QUICK_OPT, so the first call comes sooner, and rebuilt at -O2 on a background thread; each kernel switches to
+the optimized build when it is ready, and only the optimized build goes to the disk cache. Light units compile at
+QUICK_OPT anyway (cpu.LIGHT_OPT), once.
 
-Off by default because it trades total work for latency (measured on the 2-core machine, docs/jit.md): the
-jitted MLP step's cold first call 1.03 -> 0.86 s, but the main job (a 0.3 s training run) paid the quick
-builds' slower steps and the second compile: 2.7-3.1 -> 3.5-4.0 s in all. It suits interactive work, where
-the first result matters and the process lives on.
+Off by default because it trades total work for latency (measured on the 2-core machine, docs/jit.md, when light
+units were still built at -O1): the jitted MLP step's cold first call 1.03 -> 0.86 s, but the main job (a 0.3 s
+training run) paid the quick builds' slower steps and the second compile: 2.7-3.1 -> 3.5-4.0 s in all. It suits
+interactive work, where the first result matters and the process lives on.
 
-Why: a cold first call is mostly the C compiler (docs/performance.md). gcc's -Og skips the loop optimizer
-and most of the IPA and SSA cleanups, about half of -O1's time on tgfn's kernels, and runs the already
-tiled and vectorized code of a training step within a few percent of -O1 (the step's packing kernels are
-the ones that lose). Both builds come from the same C source under the same float flags (no reassociation,
--ffp-contract=off), so a kernel's results are bit-identical before and after the switch.
+Both builds come from the same C source under the same float flags (no reassociation, -ffp-contract=off), so a
+kernel's results are bit-identical before and after the switch.
 
 The rebuild runs one compiler process at a time, at a lower CPU priority, so it takes spare cycles from
 the steps that follow rather than slowing them. The interpreter waits for pending rebuilds at exit (the
@@ -29,8 +27,7 @@ from typing import Any, Callable, Optional
 from tgfn.device import warn_once
 from tgfn.helpers import settings
 
-# -fexpensive-optimizations puts vzeroupper before calls into libm (see LIGHT_OPT in cpu.py); -fmove-loop-invariants
-# hoists what the kernel's loops recompute (the packing kernels ran 1.5x slower without it)
+# gcc's -Og and two passes (why each: LIGHT_OPT in cpu.py, which is this list)
 QUICK_OPT = ["-Og", "-fexpensive-optimizations", "-fmove-loop-invariants"]
 QUICK_MARK = "/* tgfn: quick build, replaced by the optimized one */\n"
 # a batch smaller than this compiles once, at the usual flags: a small batch compiles quickly anyway, and

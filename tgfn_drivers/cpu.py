@@ -36,51 +36,37 @@ from tgfn_drivers._cpu_units import compile_units
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
 # agreement with the op-by-op rounding of tgfn/uop/alu.py and the PYTHON reference.
 CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
-# A kernel doing fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates is compiled with LIGHT_OPT
-# instead of -O2: about 20-30% less compiler time (a cold first call is mostly gcc). For code tgfn has already
-# vectorized, tiled and hoisted the inner loops are the same: a contraction's register-tiled multiply-accumulate
-# ran as fast as at -O2 (the MLP step's matmuls, a 1024^3 product), while long elementwise code (exp, log
-# polynomials over 4M elements) ran ~7% slower, so a contraction's own flops do not count towards the threshold.
-# -fexpensive-optimizations puts `vzeroupper` before calls into libm (without
-# it a kernel calling exp2f per lane ran 20x slower on AVX2); -ftree-vrp drops index clamps it can prove.
-# -fno-tree-ccp -fno-ivopts skip the two passes that took most of -O1's time on tgfn's unrolled vector code
-# (conditional constant propagation runs several times over every lane expression; codegen has folded the
-# constants and laid out the index arithmetic already): the MLP step's C compiled in 0.6x the time, and its
-# step and the 1024^2 and 2048^2 matmuls ran as fast (bench/first_call.py, docs/performance.md).
-# The renderer marks such a kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
-# (gcc's pass switches: clang rejects -fno-tree-ccp, so a clang compiler gets LIGHT_OPT without them)
-GCC_PASSES_OFF = ("-fno-tree-ccp", "-fno-ivopts")
-LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", *GCC_PASSES_OFF]
+# A kernel doing fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates, and fewer than
+# FULL_OPT_INTEGERS integer ops on values, is compiled with LIGHT_OPT instead of -O2: gcc's -Og, which skips the
+# loop optimizer and most SSA cleanups, and two passes tgfn's code needs. Those passes find little in code tgfn
+# has already tiled, vectorized, hoisted and folded, and a cold first call is mostly gcc: the MLP step's kernels,
+# each timed against its -O1 build (interleaved), ran as fast (its 22 small kernels 3.97 against 4.10 ms in all,
+# its four large contractions within +-3%, as did 1024^2 and 2048^2 matmuls and a 10^5-row gather) in 0.6x the
+# gcc time of -O1, itself about half of -O2's. -fexpensive-optimizations puts `vzeroupper` before calls into libm
+# (without it a kernel calling exp2f per lane ran 20x slower on AVX2); -fmove-loop-invariants hoists what a
+# kernel's loops recompute (the packing kernels ran 1.5x slower without it).
+# Long elementwise float code (exp, log polynomials over 4M elements) keeps -O2 (7% faster), and so does integer
+# arithmetic on values (random bits, hashing): scalar code that -O2 vectorizes itself, and that -Og leaves 2.3x
+# slower than -O1 (the threefry bits of 10^6 uniforms: 1.15 ms at -O2, 8.1 at -O1, 18.6 at -Og).
+# A contraction's own multiply-accumulates do not count towards FULL_OPT_FLOPS: its inner loop is the same.
+# The renderer marks a light kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
+LIGHT_OPT = _cpu_tiers.QUICK_OPT
+# (gcc's pass switches: clang rejects -fmove-loop-invariants, and takes -Og as -O1)
+GCC_ONLY_FLAGS = ("-fmove-loop-invariants",)
 FULL_OPT_FLOPS = 1 << 24
-# Integer arithmetic on values (random bits, hashing) is scalar code that -O2 vectorizes itself: the threefry bits
-# of 10^6 uniforms took 8.1 ms at LIGHT_OPT and 1.15 ms at -O2 (50 and 70 ms of gcc)
-FULL_OPT_INTEGERS = 1 << 20
+FULL_OPT_INTEGERS = 1 << 16
 LIGHT_MARK = "/* tgfn: light optimization */\n"
-# A kernel executing fewer than SMALL_KERNEL_OPS operations (`executed_ops`: about 100 us of work or less) is
-# compiled with SMALL_OPT, gcc's -Og and the two passes tgfn's code needs from -O1 (tgfn_drivers/_cpu_tiers.py's
-# QUICK_OPT): -Og skips the loop optimizer and most SSA cleanups, which find little in code tgfn has already
-# tiled, vectorized and folded. The MLP step's 22 such kernels took 0.6x the gcc time and ran as fast (each
-# timed against its -O1 build, interleaved: 3.97 against 4.10 ms in all); its four large contractions, at 1-4%
-# slower under -Og, keep LIGHT_OPT.
-# Integer arithmetic on values (random bits, hashing) is scalar code that -Og leaves ~2.3x slower than -O1
-# (threefry bits for 10^6 uniforms: 18.6 against 8.1 ms), so a kernel doing more than SMALL_INTEGER_OPS of it
-# is not small.
-SMALL_KERNEL_OPS = 1 << 24
-SMALL_INTEGER_OPS = 1 << 16
-SMALL_OPT = _cpu_tiers.QUICK_OPT
-SMALL_MARK = "/* tgfn: small kernel */\n"
 
 
 def compiler_flags(src: str) -> list[str]:
-  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK,
-  SMALL_OPT where it starts with SMALL_MARK or is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
-  if _cpu_tiers.is_quick(src) or src.startswith(SMALL_MARK): return [*_cpu_tiers.QUICK_OPT, *CFLAGS[1:]]
-  return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) else CFLAGS
+  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK or
+  is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
+  return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) or _cpu_tiers.is_quick(src) else CFLAGS
 
 
 def optimization_level(src: str) -> str:
   """The mark that sets `src`'s flags ('' for the full -O2): a C unit holds kernels of one level."""
-  return next((mark for mark in (SMALL_MARK, LIGHT_MARK) if src.startswith(mark)), "")
+  return LIGHT_MARK if src.startswith(LIGHT_MARK) else ""
 
 
 def find_c_compiler() -> list[str]:
@@ -212,7 +198,7 @@ class CCompiler(Compiler):
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} small:{' '.join(SMALL_OPT)} "
+    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} "
             f"cpu:{cpu_model()} target:{target}")
 
   def target_macros(self) -> str:
@@ -250,7 +236,7 @@ class CCompiler(Compiler):
   def start(self, src: str, background: bool = False) -> CompileJob:
     """A compiler process building `src`, started now; its `result()` waits for the shared object."""
     cc = self._cc()
-    flags = [f for f in compiler_flags(src) if f not in GCC_PASSES_OFF] if self.is_clang else compiler_flags(src)
+    flags = [f for f in compiler_flags(src) if f not in GCC_ONLY_FLAGS] if self.is_clang else compiler_flags(src)
     out = _fresh_library_path(_scratch_roots())
     CompilerRuns.add()
     return CompileJob(cc, [*flags, *self.extra_flags], list(self.link_flags), src, out, background)
@@ -501,29 +487,20 @@ _NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.D
 @dataclass(frozen=True)
 class OpCounts:
   """What a kernel executes (per vector lane, once per iteration of the loops around each op)."""
-  executed: int                 # ALU ops of any dtype, loads and stores
   floats_besides_mac: int       # float ALU ops, less two per accumulation (a multiply-accumulate)
   integer_values: int           # integer ALU ops on values rather than indices (random bits, hashing)
 
 
 def op_counts(program: list[UOp]) -> OpCounts:
-  executed, floats, integers, trips = 0, 0, 0, [1]
+  floats, integers, trips = 0, 0, [1]
   for u in program:
     if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: trips.pop()
-    elif u.op in _NOT_OPS: continue
-    else:
-      # (an ASSIGN or STORE has no dtype: the value it takes has the lanes)
-      lanes = trips[-1] * (u.dtype.count if u.dtype is not None else u.src[-1].dtype.count)
-      executed += lanes
-      if u.op is Ops.ASSIGN: floats -= lanes  # its own op, and the product it adds
-      elif u.op in (Ops.LOAD, Ops.STORE) or u.dtype is None: continue
-      elif not u.dtype.is_int: floats += lanes
-      elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += lanes
-  return OpCounts(executed, floats, integers)
-
-
-_NOT_OPS = frozenset({Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC, Ops.VECTORIZE, Ops.GEP, Ops.SINK})
+    elif u.op is Ops.ASSIGN: floats -= trips[-1] * u.src[0].dtype.count  # its own op, and the product it adds
+    elif u.op in _NOT_FLOPS or u.dtype is None: continue
+    elif not u.dtype.is_int: floats += trips[-1] * u.dtype.count
+    elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += trips[-1] * u.dtype.count
+  return OpCounts(floats, integers)
 
 
 class NativeCRenderer(CStyleRenderer):
@@ -537,12 +514,10 @@ class NativeCRenderer(CStyleRenderer):
     self.compiler = compiler
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
-    """The C source, marked for SMALL_OPT when the kernel executes fewer than SMALL_KERNEL_OPS operations (and
-    little integer arithmetic on values), else for LIGHT_OPT when it does fewer than FULL_OPT_FLOPS float ops
-    besides its multiply-accumulates and fewer than FULL_OPT_INTEGERS integer ops on values."""
+    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops besides its
+    multiply-accumulates and fewer than FULL_OPT_INTEGERS integer ops on values."""
     src = super().render(name, program, buffer_dtypes, param_dtypes)
     counts = op_counts(program)
-    if counts.executed < SMALL_KERNEL_OPS and counts.integer_values < SMALL_INTEGER_OPS: return SMALL_MARK + src
     full = counts.floats_besides_mac >= FULL_OPT_FLOPS or counts.integer_values >= FULL_OPT_INTEGERS
     return src if full else LIGHT_MARK + src
 
@@ -588,10 +563,12 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   """Compile several kernels (distinct function names) as C units, each started as soon as it is cut
   (`kernels` may be a generator doing codegen: the compiler runs meanwhile; tgfn_drivers/_cpu_units.py), and
   load each resulting library once: its kernels' programs share it, so it stays loaded while any of them is
-  referenced. A batch of TIERED_MIN_CHARS or more that is not on disk is built quick first and rebuilt
-  optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
+  referenced. In a batch of TIERED_MIN_CHARS or more that is not on disk, the -O2 units are built quick first and
+  rebuilt optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
   tiered = _cpu_tiers.enabled()
-  quick = lambda src, batch_chars: _cpu_tiers.quick_source(src) if tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS else None  # noqa: E731
+  def quick(src: str, batch_chars: int) -> Optional[str]:  # (a light unit's quick build would be the same build)
+    big = tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS
+    return _cpu_tiers.quick_source(src) if big and not src.startswith(LIGHT_MARK) else None
   units, order = compile_units(kernels, _compiler, optimization_level, quick)
   programs: dict[str, CPUProgram] = {}
   for unit in units:

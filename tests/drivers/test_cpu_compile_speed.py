@@ -60,51 +60,41 @@ def _run_all(programs, want):
     assert out[0] == value
 
 
-def test_small_kernels_large_contractions_and_long_elementwise_code_get_their_own_levels(monkeypatch):
-  """A kernel executing fewer than SMALL_KERNEL_OPS operations is marked for SMALL_OPT, a large contraction
-  for LIGHT_OPT, long elementwise code for -O2 (no mark)."""
+def test_contractions_and_short_code_are_marked_light_and_long_float_or_integer_code_is_not(monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
+  import tgfn
   a = tnp.asarray(np.ones((256, 256), np.float32))
-  [tiny] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
-  small = prepare_kernel(tiny.kernel, "CPU")
+  [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
+  light = prepare_kernel(small.kernel, "CPU")
   # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
   # them multiply-accumulates
   contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])),
                     key=lambda p: p.flops)
   [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
   full = prepare_kernel(long.kernel, "CPU")
-  assert cpu.op_counts(small.linear).executed < cpu.SMALL_KERNEL_OPS <= cpu.op_counts(contraction.linear).executed
-  assert small.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
-  assert small.source.startswith(cpu.SMALL_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
-  assert cpu.LIGHT_MARK not in full.source and cpu.SMALL_MARK not in full.source
-  assert [cpu.optimization_level(p.source) for p in (small, contraction, full)] == [cpu.SMALL_MARK, cpu.LIGHT_MARK, ""]
-
-
-def test_integer_work_on_values_decides_the_level_too(monkeypatch):
-  """Random bits are integer arithmetic on values, scalar code that -O2 vectorizes and -Og slows: a large draw
-  compiles at -O2, a medium one is not small, a tiny one is (indices do not count: they are int64 index math)."""
-  import tgfn
-  monkeypatch.setenv("DEV", "CPU")
-  key = tgfn.random.key(0)
+  assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
+  assert light.source.startswith(cpu.LIGHT_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
+  assert cpu.LIGHT_MARK not in full.source
+  # random bits are integer arithmetic on values: scalar code -O2 vectorizes and -Og slows (indices, int64
+  # index math, do not count)
   levels = []
-  for shape in ((512, 512), (64, 64), (4, 4)):
-    [item] = create_schedule([tgfn.random.uniform(key, shape).uop])
-    levels.append(cpu.optimization_level(prepare_kernel(item.kernel, "CPU").source))
-    counts = cpu.op_counts(prepare_kernel(item.kernel, "CPU").linear)
+  for shape in ((64, 64), (4, 4)):
+    [item] = create_schedule([tgfn.random.uniform(tgfn.random.key(0), shape).uop])
+    prepared = prepare_kernel(item.kernel, "CPU")
+    counts = cpu.op_counts(prepared.linear)
     assert counts.integer_values > counts.floats_besides_mac
-  assert levels == ["", cpu.LIGHT_MARK, cpu.SMALL_MARK]
+    levels.append(cpu.optimization_level(prepared.source))
+  assert levels == ["", cpu.LIGHT_MARK]
 
 
-def test_each_level_compiles_with_its_own_flags(monkeypatch):
+def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
   argvs = []
   real = subprocess.Popen
   monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
-  for mark in (cpu.LIGHT_MARK, "", cpu.SMALL_MARK):
-    cpu.CCompiler().compile(mark + KERNEL.format(name="k", value=1.5, pad=""))
-  light, full, small = argvs
-  assert set(cpu.LIGHT_OPT) <= set(light) and "-O2" not in light
-  assert "-O2" in full and not set(cpu.LIGHT_OPT) & set(full)
-  assert small[1:1 + len(cpu.SMALL_OPT)] == cpu.SMALL_OPT and "-O2" not in small and "-O1" not in small
+  for light in (True, False):
+    cpu.CCompiler().compile(_kernel("k", 1.5, light)[1])
+  assert argvs[0][1:1 + len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and "-O2" not in argvs[0] and "-O1" not in argvs[0]
+  assert "-O2" in argvs[1] and not set(cpu.LIGHT_OPT) & set(argvs[1])
 
 
 def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, monkeypatch):
@@ -207,7 +197,7 @@ def test_kernel_libraries_link_no_standard_library_but_the_pool_links_libm(monke
 
 @pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed")
 def test_light_kernels_compile_with_clang(monkeypatch):
-  """CC=clang gets the light flags without gcc's pass switches (clang rejects -fno-tree-ccp)."""
+  """CC=clang gets the light flags without gcc's pass switches (clang rejects -fmove-loop-invariants)."""
   monkeypatch.setenv("CC", "clang")
   compiler = cpu.CCompiler()
   assert compiler.is_clang

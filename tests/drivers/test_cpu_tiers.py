@@ -25,7 +25,7 @@ KERNEL = """void {name}(float* restrict out, const float* restrict x) {{
 
 
 def _kernels(count: int, pad: int) -> list[tuple[str, str]]:
-  return [(f"t{i}", cpu.LIGHT_MARK + "float expf(float), sqrtf(float);\n" + KERNEL.format(name=f"t{i}", scale=i + 0.5, pad="." * pad))
+  return [(f"t{i}", "float expf(float), sqrtf(float);\n" + KERNEL.format(name=f"t{i}", scale=i + 0.5, pad="." * pad))
           for i in range(count)]
 
 
@@ -76,7 +76,7 @@ def test_a_large_cold_batch_runs_quick_builds_then_switches_to_optimized_ones_wi
   assert not any(p.provisional for p in programs) and _cpu_tiers.pending() == 0
   assert all(p.fxn is not f for p, f in zip(programs, quick_functions))
   rebuilt = [flags for flags, bg in builds if bg]
-  assert rebuilt and all(set(cpu.LIGHT_OPT) <= set(flags) and "-Og" not in flags for flags in rebuilt)
+  assert rebuilt and all("-O2" in flags and "-Og" not in flags for flags in rebuilt)
   for q, o in zip(quick, _outputs(programs)): np.testing.assert_array_equal(q.view(np.uint32), o.view(np.uint32))
   # the disk holds the optimized units only: a new batch of the same kernels builds nothing
   builds.clear()
@@ -100,6 +100,7 @@ def test_tiering_can_be_switched_off(builds, monkeypatch):
 def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_ones(builds, held_rebuilds, monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
   monkeypatch.setattr(_cpu_tiers, "TIERED_MIN_CHARS", 1)  # tier this small function's batch
+  monkeypatch.setattr(cpu, "FULL_OPT_FLOPS", 0)  # its kernels at -O2 (a light unit is built once: its quick build)
   monkeypatch.setattr(realize, "_compiled", OrderedDict())
   rng = np.random.default_rng(0)
   x, w = (tnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 96), (96, 32)))
@@ -118,3 +119,11 @@ def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_one
   # nothing holds a quick build any more (the replay took the optimized functions): they are unloaded
   gc.collect()
   assert all(ref() is None for ref in quick_libraries)
+
+
+def test_a_light_unit_is_built_once_in_a_tiered_batch(builds):
+  """A light unit's quick build would be its optimized build: it is built once, not twice."""
+  kernels = [(name, cpu.LIGHT_MARK + src) for name, src in _kernels(2, pad=_cpu_tiers.TIERED_MIN_CHARS)]
+  programs = cpu.build_many(kernels)
+  assert not any(p.provisional for p in programs) and _cpu_tiers.pending() == 0
+  assert builds and all(flags[:len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and not bg for flags, bg in builds)

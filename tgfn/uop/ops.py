@@ -422,9 +422,12 @@ class UPat:
 
 
 class PatternMatcher:
-  """An ordered rule list. `rewrite(uop)` returns the first rule's non-None result, or None."""
-  def __init__(self, rules: list[tuple[UPat, Callable[..., Optional[UOp]]]]):
-    self.rules = rules
+  """An ordered rule list. `rewrite(uop)` returns the first rule's non-None result, or None.
+  `marks_fixed_points`: its rules are pure functions of the node (no ctx, no state, no settings), so
+  graph_rewrite may mark each node it leaves unchanged and skip a marked node's whole graph next time
+  (`symbolic`: codegen simplifies the same index arithmetic after every pass, and in every kernel)."""
+  def __init__(self, rules: list[tuple[UPat, Callable[..., Optional[UOp]]]], marks_fixed_points: bool = False):
+    self.rules, self.marks_fixed_points = rules, marks_fixed_points
     self._by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
     for pat, fn in rules:
       wants_ctx = "ctx" in inspect.signature(fn).parameters
@@ -448,18 +451,25 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional
   A pass has a `name`: VIZ=1 records its input and output under it (an unnamed rewrite is an analysis's
   scratch work, not a stage of the pipeline, and is not recorded)."""
   done: dict[UOp, UOp] = {}
+  # a node this matcher left unchanged before, sources and all (the mark is the matcher itself)
+  marker = pm if pm.marks_fixed_points and ctx is None else None
   stack: list[tuple[UOp, int, Optional[UOp]]] = [(root, 0, None)]
   while stack:
     node, stage, replacement = stack.pop()
     if node in done: continue
     if stage == 0:
+      if marker is not None and node.__dict__.get("_fixed_point_of") is marker:
+        done[node] = node
+        continue
       stack.append((node, 1, None))
       stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
     elif stage == 1:
       new_src = tuple([done[s] for s in node.src])
       rebuilt = node if new_src == node.src else UOp(node.op, node.dtype, new_src, node.arg)
       out = pm.rewrite(rebuilt, ctx)
-      if out is None or out is rebuilt: done[node] = rebuilt
+      if out is None or out is rebuilt:
+        done[node] = rebuilt
+        if marker is not None: rebuilt.__dict__["_fixed_point_of"] = marker
       else:
         stack.append((node, 2, out))
         stack.append((out, 0, None))

@@ -172,7 +172,7 @@ symbolic = PatternMatcher([
   (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: split_by_common_factor_div(x, d) if _is_int(x) else None),
   (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: split_by_common_factor_mod(x, d) if _is_int(x) else None),
   (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.var("y"))), compare_by_bounds),
-])
+], marks_fixed_points=True)
 
 
 def simplify(u: UOp) -> UOp:
