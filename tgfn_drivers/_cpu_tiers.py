@@ -1,11 +1,11 @@
 """Tiered compilation for the CPU device (TGFN_TIERED_COMPILE=1; off by default): in a large batch that is not in
-the disk cache, the units that compile at -O2 (long float or integer code, tgfn_drivers/cpu.py) are first built
-at QUICK_OPT, so the first call comes sooner, and rebuilt at -O2 on a background thread; each kernel switches to
-the optimized build when it is ready, and only the optimized build goes to the disk cache. Light units compile at
-QUICK_OPT anyway (cpu.LIGHT_OPT), once.
+the disk cache, the units that compile at -O1 or -O2 (tgfn_drivers/cpu.py) are first built at QUICK_OPT, so the
+first call comes sooner, and rebuilt at their own flags on a background thread; each kernel switches to the
+optimized build when it is ready, and only the optimized build goes to the disk cache. Simple units compile at
+QUICK_OPT anyway (cpu.SIMPLE_OPT), once.
 
-Off by default because it trades total work for latency (measured on the 2-core machine, docs/jit.md, when light
-units were still built at -O1): the jitted MLP step's cold first call 1.03 -> 0.86 s, but the main job (a 0.3 s
+Off by default because it trades total work for latency (measured on the 2-core machine, docs/jit.md, before simple
+units were built at -Og): the jitted MLP step's cold first call 1.03 -> 0.86 s, but the main job (a 0.3 s
 training run) paid the quick builds' slower steps and the second compile: 2.7-3.1 -> 3.5-4.0 s in all. It suits
 interactive work, where the first result matters and the process lives on.
 
@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 from tgfn.device import warn_once
 from tgfn.helpers import settings
 
-# gcc's -Og and two passes (why each: LIGHT_OPT in cpu.py, which is this list)
+# gcc's -Og and two passes (why each: SIMPLE_OPT in cpu.py, which is this list)
 QUICK_OPT = ["-Og", "-fexpensive-optimizations", "-fmove-loop-invariants"]
 QUICK_MARK = "/* tgfn: quick build, replaced by the optimized one */\n"
 # a batch smaller than this compiles once, at the usual flags: a small batch compiles quickly anyway, and

@@ -36,37 +36,46 @@ from tgfn_drivers._cpu_units import compile_units
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
 # agreement with the op-by-op rounding of tgfn/uop/alu.py and the PYTHON reference.
 CFLAGS = ["-O2", "-march=native", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-shared", "-fPIC"]
-# A kernel doing fewer than FULL_OPT_FLOPS float ops besides its multiply-accumulates, and fewer than
-# FULL_OPT_INTEGERS integer ops on values, is compiled with LIGHT_OPT instead of -O2: gcc's -Og, which skips the
-# loop optimizer and most SSA cleanups, and two passes tgfn's code needs. Those passes find little in code tgfn
-# has already tiled, vectorized, hoisted and folded, and a cold first call is mostly gcc: the MLP step's kernels,
-# each timed against its -O1 build (interleaved), ran as fast (its 22 small kernels 3.97 against 4.10 ms in all,
-# its four large contractions within +-3%, as did 1024^2 and 2048^2 matmuls and a 10^5-row gather) in 0.6x the
-# gcc time of -O1, itself about half of -O2's. -fexpensive-optimizations puts `vzeroupper` before calls into libm
-# (without it a kernel calling exp2f per lane ran 20x slower on AVX2); -fmove-loop-invariants hoists what a
-# kernel's loops recompute (the packing kernels ran 1.5x slower without it).
-# Long elementwise float code (exp, log polynomials over 4M elements) keeps -O2 (7% faster), and so does integer
-# arithmetic on values (random bits, hashing): scalar code that -O2 vectorizes itself, and that -Og leaves 2.3x
-# slower than -O1 (the threefry bits of 10^6 uniforms: 1.15 ms at -O2, 8.1 at -O1, 18.6 at -Og).
-# A contraction's own multiply-accumulates do not count towards FULL_OPT_FLOPS: its inner loop is the same.
-# The renderer marks a light kernel's source with LIGHT_MARK (so it is part of the source and its cache key).
-LIGHT_OPT = _cpu_tiers.QUICK_OPT
-# (gcc's pass switches: clang rejects -fmove-loop-invariants, and takes -Og as -O1)
-GCC_ONLY_FLAGS = ("-fmove-loop-invariants",)
+# Three optimization levels, each marked in the kernel's source (so it is part of the source and its cache key):
+# - SIMPLE_OPT for vector code without gated loads (every tiled contraction, whatever its size, and the copies,
+#   maps and reductions tgfn vectorized) and for a few thousand operations of anything: gcc's -Og and two passes
+#   tgfn's code needs. -Og skips the loop optimizer and most SSA cleanups, which find little in code tgfn has
+#   already tiled, vectorized, hoisted and folded. Each of the MLP step's kernels, timed against its -O1 build
+#   (interleaved), ran as fast (its 22 small kernels 3.97 against 4.10 ms in all, its four large contractions
+#   within +-3%, as did 1024^2 and 2048^2 matmuls) in half the gcc time (the whole step: 152 against 307 ms).
+#   -fexpensive-optimizations puts `vzeroupper` before calls into libm (without it a kernel calling exp2f per
+#   lane ran 20x slower on AVX2); -fmove-loop-invariants hoists what a kernel's loops recompute (the packing
+#   kernels ran 1.5x slower without it).
+# - LIGHT_OPT for the rest below -O2's thresholds: scalar loops and gated (padded) loads, which -Og leaves as
+#   branches and unclamped index arithmetic (the conv step's padded kernels ran 1.4-3.5x slower at -Og):
+#   -O1, -fexpensive-optimizations, -ftree-vrp (drops index clamps it can prove), without gcc's conditional
+#   constant propagation and induction-variable passes, most of -O1's time on code whose constants codegen has
+#   folded and whose index arithmetic it has laid out (the MLP step's C in 0.6x the time, as fast).
+# - -O2 (no mark) for long float code (FULL_OPT_FLOPS float ops besides the multiply-accumulates: exp, log
+#   polynomials over 4M elements ran 7% faster) and integer arithmetic on values (FULL_OPT_INTEGERS: random bits,
+#   hashing: scalar code that -O2 vectorizes itself; the threefry bits of 10^6 uniforms took 1.15 ms at -O2, 8.1
+#   at -O1, 18.6 at -Og).
+SIMPLE_OPT = _cpu_tiers.QUICK_OPT
+LIGHT_OPT = ["-O1", "-fexpensive-optimizations", "-ftree-vrp", "-fno-tree-ccp", "-fno-ivopts"]
+# (gcc's pass switches: clang rejects them, and takes -Og as -O1)
+GCC_ONLY_FLAGS = ("-fmove-loop-invariants", "-fno-tree-ccp", "-fno-ivopts")
+SIMPLE_MAX_SCALAR_OPS = 1 << 18
 FULL_OPT_FLOPS = 1 << 24
 FULL_OPT_INTEGERS = 1 << 16
+SIMPLE_MARK = "/* tgfn: simple code */\n"
 LIGHT_MARK = "/* tgfn: light optimization */\n"
 
 
 def compiler_flags(src: str) -> list[str]:
-  """The flags `src` is compiled with: CFLAGS, with LIGHT_OPT for -O2 where the source starts with LIGHT_MARK or
-  is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py)."""
-  return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) or _cpu_tiers.is_quick(src) else CFLAGS
+  """The flags `src` is compiled with: CFLAGS, with SIMPLE_OPT for -O2 where the source starts with SIMPLE_MARK
+  or is a tiered batch's quick build (tgfn_drivers/_cpu_tiers.py), LIGHT_OPT where it starts with LIGHT_MARK."""
+  if src.startswith(SIMPLE_MARK) or _cpu_tiers.is_quick(src): return [*SIMPLE_OPT, *CFLAGS[1:]]
+  return [*LIGHT_OPT, *CFLAGS[1:]] if src.startswith(LIGHT_MARK) else CFLAGS
 
 
 def optimization_level(src: str) -> str:
   """The mark that sets `src`'s flags ('' for the full -O2): a C unit holds kernels of one level."""
-  return LIGHT_MARK if src.startswith(LIGHT_MARK) else ""
+  return next((mark for mark in (SIMPLE_MARK, LIGHT_MARK) if src.startswith(mark)), "")
 
 
 def find_c_compiler() -> list[str]:
@@ -198,7 +207,7 @@ class CCompiler(Compiler):
   def cachekey(self) -> str:  # type: ignore[override]
     # -march=native means a different instruction set on another CPU: key on the CPU and what it expands to
     target = hashlib.sha256(self.target_macros().encode()).hexdigest()
-    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} light:{' '.join(LIGHT_OPT)} "
+    return (f"{' '.join(self._cc())} {' '.join([*CFLAGS, *self.extra_flags, *self.link_flags])} simple:{' '.join(SIMPLE_OPT)} light:{' '.join(LIGHT_OPT)} "
             f"cpu:{cpu_model()} target:{target}")
 
   def target_macros(self) -> str:
@@ -489,18 +498,25 @@ class OpCounts:
   """What a kernel executes (per vector lane, once per iteration of the loops around each op)."""
   floats_besides_mac: int       # float ALU ops, less two per accumulation (a multiply-accumulate)
   integer_values: int           # integer ALU ops on values rather than indices (random bits, hashing)
+  executed: int                 # ALU ops of any dtype, loads and stores
+  vector_code: bool             # some value is a vector
+  gated_loads: bool             # some load reads only where a condition holds (padding)
 
 
 def op_counts(program: list[UOp]) -> OpCounts:
-  floats, integers, trips = 0, 0, [1]
+  floats, integers, executed, trips = 0, 0, 0, [1]
   for u in program:
     if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: trips.pop()
     elif u.op is Ops.ASSIGN: floats -= trips[-1] * u.src[0].dtype.count  # its own op, and the product it adds
-    elif u.op in _NOT_FLOPS or u.dtype is None: continue
-    elif not u.dtype.is_int: floats += trips[-1] * u.dtype.count
+    if u.op in _NOT_FLOPS or u.dtype is None:
+      if u.op in (Ops.LOAD, Ops.STORE): executed += trips[-1]
+      continue
+    executed += trips[-1] * u.dtype.count
+    if not u.dtype.is_int: floats += trips[-1] * u.dtype.count
     elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += trips[-1] * u.dtype.count
-  return OpCounts(floats, integers)
+  return OpCounts(floats, integers, executed, any(u.dtype is not None and u.dtype.count > 1 for u in program),
+                  any(u.op is Ops.LOAD and len(u.src) > 2 for u in program))
 
 
 class NativeCRenderer(CStyleRenderer):
@@ -514,12 +530,12 @@ class NativeCRenderer(CStyleRenderer):
     self.compiler = compiler
 
   def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
-    """The C source, marked for LIGHT_OPT when the kernel does fewer than FULL_OPT_FLOPS float ops besides its
-    multiply-accumulates and fewer than FULL_OPT_INTEGERS integer ops on values."""
+    """The C source, marked with its optimization level (the notes at SIMPLE_OPT)."""
     src = super().render(name, program, buffer_dtypes, param_dtypes)
     counts = op_counts(program)
-    full = counts.floats_besides_mac >= FULL_OPT_FLOPS or counts.integer_values >= FULL_OPT_INTEGERS
-    return src if full else LIGHT_MARK + src
+    if counts.floats_besides_mac >= FULL_OPT_FLOPS or counts.integer_values >= FULL_OPT_INTEGERS: return src
+    simple = (counts.vector_code or counts.executed < SIMPLE_MAX_SCALAR_OPS) and not counts.gated_loads
+    return (SIMPLE_MARK if simple else LIGHT_MARK) + src
 
   @functools.cached_property
   def vector_bytes(self) -> int:  # type: ignore[override]
@@ -563,12 +579,12 @@ def build_many(kernels: Iterable[tuple[str, str]]) -> list[CPUProgram]:
   """Compile several kernels (distinct function names) as C units, each started as soon as it is cut
   (`kernels` may be a generator doing codegen: the compiler runs meanwhile; tgfn_drivers/_cpu_units.py), and
   load each resulting library once: its kernels' programs share it, so it stays loaded while any of them is
-  referenced. In a batch of TIERED_MIN_CHARS or more that is not on disk, the -O2 units are built quick first and
-  rebuilt optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
+  referenced. In a batch of TIERED_MIN_CHARS or more that is not on disk, the units not compiled at SIMPLE_OPT
+  anyway are built quick first and rebuilt optimized in the background (tgfn_drivers/_cpu_tiers.py)."""
   tiered = _cpu_tiers.enabled()
-  def quick(src: str, batch_chars: int) -> Optional[str]:  # (a light unit's quick build would be the same build)
+  def quick(src: str, batch_chars: int) -> Optional[str]:  # (a simple unit's quick build would be the same build)
     big = tiered and batch_chars >= _cpu_tiers.TIERED_MIN_CHARS
-    return _cpu_tiers.quick_source(src) if big and not src.startswith(LIGHT_MARK) else None
+    return _cpu_tiers.quick_source(src) if big and not src.startswith(SIMPLE_MARK) else None
   units, order = compile_units(kernels, _compiler, optimization_level, quick)
   programs: dict[str, CPUProgram] = {}
   for unit in units:

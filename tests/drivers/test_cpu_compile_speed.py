@@ -60,41 +60,41 @@ def _run_all(programs, want):
     assert out[0] == value
 
 
-def test_contractions_and_short_code_are_marked_light_and_long_float_or_integer_code_is_not(monkeypatch):
-  monkeypatch.setenv("DEV", "CPU")
+def test_each_kernel_gets_its_optimization_level(monkeypatch):
+  """SIMPLE_OPT for vector code without gated loads (a contraction, whatever its size) and for a few scalar
+  operations; LIGHT_OPT for longer scalar loops and padded (gated) reads; -O2 for long float code and for
+  integer arithmetic on values (random bits; int64 index math does not count)."""
   import tgfn
+  monkeypatch.setenv("DEV", "CPU")
   a = tnp.asarray(np.ones((256, 256), np.float32))
-  [small] = create_schedule([tnp.exp(a[:4, :4]).sum().uop])
-  light = prepare_kernel(small.kernel, "CPU")
-  # the product's contraction (after the kernel that packs its operand): 2 * 256^3 float ops, nearly all of
-  # them multiply-accumulates
-  contraction = max((prepare_kernel(item.kernel, "CPU") for item in create_schedule([(a @ a).uop])),
-                    key=lambda p: p.flops)
-  [long] = create_schedule([tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)).uop])
-  full = prepare_kernel(long.kernel, "CPU")
-  assert light.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= full.flops
-  assert light.source.startswith(cpu.LIGHT_MARK) and contraction.source.startswith(cpu.LIGHT_MARK)
-  assert cpu.LIGHT_MARK not in full.source
-  # random bits are integer arithmetic on values: scalar code -O2 vectorizes and -Og slows (indices, int64
-  # index math, do not count)
-  levels = []
-  for shape in ((64, 64), (4, 4)):
-    [item] = create_schedule([tgfn.random.uniform(tgfn.random.key(0), shape).uop])
-    prepared = prepare_kernel(item.kernel, "CPU")
-    counts = cpu.op_counts(prepared.linear)
-    assert counts.integer_values > counts.floats_besides_mac
-    levels.append(cpu.optimization_level(prepared.source))
-  assert levels == ["", cpu.LIGHT_MARK]
+
+  def prepared(out):
+    return [prepare_kernel(item.kernel, "CPU") for item in create_schedule([out.uop])]
+  [tiny] = prepared(tnp.exp(a[:4, :4]).sum())
+  contraction = max(prepared(a @ a), key=lambda p: p.flops)  # 2 * 256^3 float ops, after the packing kernel
+  [long] = prepared(tnp.tanh(tnp.log(tnp.tile(a, (4, 4)) + 1.0)))
+  scalar_loop = prepared(tnp.cumsum(a, axis=0)[::-1] * 2.0)[-1]  # (a scan: an unvectorized reduction per row)
+  [padded] = prepared(tnp.pad(tnp.asarray(np.ones((64, 256), np.float32)), ((0, 0), (16, 16))) * 2.0)  # vector code, gated loads
+  [bits] = prepared(tgfn.random.uniform(tgfn.random.key(0), (64, 64)))
+  [few_bits] = prepared(tgfn.random.uniform(tgfn.random.key(0), (4, 4)))
+  assert tiny.flops < cpu.FULL_OPT_FLOPS <= contraction.flops and cpu.FULL_OPT_FLOPS <= long.flops
+  assert cpu.op_counts(contraction.linear).vector_code and cpu.op_counts(padded.linear).gated_loads
+  counts = cpu.op_counts(bits.linear)
+  assert counts.integer_values > counts.floats_besides_mac
+  levels = [cpu.optimization_level(p.source) for p in (tiny, contraction, few_bits, scalar_loop, padded, long, bits)]
+  assert levels == [cpu.SIMPLE_MARK] * 3 + [cpu.LIGHT_MARK] * 2 + [""] * 2
 
 
-def test_a_light_source_compiles_with_light_opt_and_any_other_with_o2(monkeypatch):
+def test_each_level_compiles_with_its_own_flags(monkeypatch):
   argvs = []
   real = subprocess.Popen
   monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
-  for light in (True, False):
-    cpu.CCompiler().compile(_kernel("k", 1.5, light)[1])
-  assert argvs[0][1:1 + len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and "-O2" not in argvs[0] and "-O1" not in argvs[0]
-  assert "-O2" in argvs[1] and not set(cpu.LIGHT_OPT) & set(argvs[1])
+  for mark in (cpu.SIMPLE_MARK, cpu.LIGHT_MARK, ""):
+    cpu.CCompiler().compile(mark + KERNEL.format(name="k", value=1.5, pad=""))
+  simple, light, full = (argv[1:] for argv in argvs)
+  assert simple[:len(cpu.SIMPLE_OPT)] == cpu.SIMPLE_OPT and "-O2" not in simple and "-O1" not in simple
+  assert light[:len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and "-O2" not in light
+  assert "-O2" in full and not {*cpu.LIGHT_OPT, *cpu.SIMPLE_OPT} & set(full)
 
 
 def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, monkeypatch):

@@ -100,7 +100,7 @@ def test_tiering_can_be_switched_off(builds, monkeypatch):
 def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_ones(builds, held_rebuilds, monkeypatch):
   monkeypatch.setenv("DEV", "CPU")
   monkeypatch.setattr(_cpu_tiers, "TIERED_MIN_CHARS", 1)  # tier this small function's batch
-  monkeypatch.setattr(cpu, "FULL_OPT_FLOPS", 0)  # its kernels at -O2 (a light unit is built once: its quick build)
+  monkeypatch.setattr(cpu, "FULL_OPT_FLOPS", 0)  # its kernels at -O2 (a simple unit is built once: its quick build)
   monkeypatch.setattr(realize, "_compiled", OrderedDict())
   rng = np.random.default_rng(0)
   x, w = (tnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 96), (96, 32)))
@@ -121,9 +121,9 @@ def test_a_jitted_function_runs_its_quick_kernels_then_replays_the_optimized_one
   assert all(ref() is None for ref in quick_libraries)
 
 
-def test_a_light_unit_is_built_once_in_a_tiered_batch(builds):
-  """A light unit's quick build would be its optimized build: it is built once, not twice."""
-  kernels = [(name, cpu.LIGHT_MARK + src) for name, src in _kernels(2, pad=_cpu_tiers.TIERED_MIN_CHARS)]
+def test_a_simple_unit_is_built_once_in_a_tiered_batch(builds):
+  """A simple unit's quick build would be its optimized build (SIMPLE_OPT is QUICK_OPT): it is built once."""
+  kernels = [(name, cpu.SIMPLE_MARK + src) for name, src in _kernels(2, pad=_cpu_tiers.TIERED_MIN_CHARS)]
   programs = cpu.build_many(kernels)
   assert not any(p.provisional for p in programs) and _cpu_tiers.pending() == 0
-  assert builds and all(flags[:len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and not bg for flags, bg in builds)
+  assert builds and all(flags[:len(cpu.SIMPLE_OPT)] == cpu.SIMPLE_OPT and not bg for flags, bg in builds)
