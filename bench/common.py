@@ -364,6 +364,10 @@ class Row:
   def primary(self, fw: str) -> Optional[float]:
     return self.cells[fw][0]["value"] if fw in self.cells else None
 
+  def variant(self, fw: str, label: str) -> Optional[float]:
+    """The figure of `fw`'s variant whose label is `label` (e.g. "BEAM=2"), or None."""
+    return next((c["value"] for c in self.cells.get(fw, []) if c["label"] == label), None)
+
   def to_dict(self) -> dict: return dict(vars(self))
 
   @classmethod

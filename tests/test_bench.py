@@ -28,3 +28,20 @@ def test_run_all_quick_writes_tables(tmp_path):
   assert "## Method" in text and "### `bench/tiny_call.py` — ok" in text
   assert "jax: skipped: not selected (--frameworks)" in text
   assert "| stale | table |" not in text and text.rstrip().endswith("## Notes\n\nWritten by hand.")
+
+
+def test_a_target_can_name_a_variant_of_tgfns_figure():
+  """The BEAM targets read tgfn's "BEAM=2" variant, not its primary (heuristic) figure."""
+  sys.path.insert(0, str(ROOT / "bench"))
+  try:
+    from common import Row
+    from run_all import target_lines
+  finally:
+    sys.path.remove(str(ROOT / "bench"))
+  row = Row("matmul 1024², GFLOP/s", "GFLOP/s", higher_is_better=True)
+  row.add("tgfn", "jit", 150.0)
+  row.add("tgfn", "BEAM=2", 210.0)
+  row.add("numpy", "eager", 200.0)
+  lines = "\n".join(target_lines([row]))
+  assert "| heuristic >= 0.8 x the best peer | 150 | 200 (numpy) | 0.75 | **no** |" in lines
+  assert "| with BEAM >= 1.0 x the best peer | 210 | 200 (numpy) | 1.05 | yes |" in lines
