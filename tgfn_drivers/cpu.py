@@ -7,14 +7,12 @@ import functools
 import hashlib
 import itertools
 import os
-import select
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -30,7 +28,7 @@ from tgfn.dtype import DType, dtypes
 from tgfn.uop.ops import Ops, UOp
 from tgfn_drivers import _cpu_tiers
 from tgfn_drivers._cpu_threads import load_cached_pool_in_background, when_pool_ready
-from tgfn_drivers._cpu_units import compile_units
+from tgfn_drivers._cpu_units import CompileJob, compile_units
 
 # -fwrapv: signed overflow wraps (tgfn's integer semantics); no -ffast-math: NaN and inf must behave.
 # -ffp-contract=off: GCC's default fuses a*b+c into one FMA (one rounding instead of two), which breaks
@@ -249,76 +247,6 @@ class CCompiler(Compiler):
     out = _fresh_library_path(_scratch_roots())
     CompilerRuns.add()
     return CompileJob(cc, [*flags, *self.extra_flags], list(self.link_flags), src, out, background)
-
-
-class CompileJob:
-  """One C compiler process building a shared object at `out` from `src`.
-
-  The source is a file beside the output (the compiler's standard input) and its messages go to another, so
-  starting the process and waiting for it are each one system call: no pipe to feed or drain. Nothing here needs a helper thread,
-  and a thread that starts or waits for a process beside codegen (which holds the interpreter lock) waits
-  for the lock at every step: starting gcc that way took 37 ms instead of 1, and the MLP step's first unit
-  compiled in 130 ms instead of 45."""
-
-  def __init__(self, cc: list[str], flags: list[str], link: list[str], src: str, out: Path, background: bool):
-    self.src, self.out, self.name = src, out, " ".join(cc)
-    self.source_file, self.log_file = out.with_suffix(".c"), out.with_suffix(".log")
-    # the compiler's own temporary files go to our folder too, so a killed run leaves them where they are swept
-    env = {**os.environ, "TMPDIR": str(out.parent)}
-    try:
-      self.source_file.write_text(src)
-      # read as standard input (from the file, not a pipe): the binary names no source file, so the same
-      # source builds the same bytes
-      with open(self.source_file, "rb") as source, open(self.log_file, "wb") as log:
-        self.proc = subprocess.Popen([*cc, *flags, "-x", "c", "-", *link, "-o", str(out)],
-                                     stdin=source, stdout=log, stderr=log, env=env)
-    except OSError as e:
-      self._remove_files()
-      raise RuntimeError(f"could not run the C compiler {self.name!r} ({e}); set CC= to a working C compiler") from e
-    if background: _cpu_tiers.lower_priority(self.proc.pid)
-
-  def done(self) -> bool:
-    """Whether the process has exited (its result is ready)."""
-    return self.proc.poll() is not None
-
-  def result(self) -> bytes:
-    """Wait for the compiler; the shared object, or RuntimeError with what the compiler said."""
-    try:
-      self.proc.wait()
-      said = self.log_file.read_bytes().decode(errors="replace") if self.log_file.is_file() else ""
-      if self.proc.returncode != 0:
-        raise RuntimeError(f"C compilation failed ({self.name}):\n{said}\n--- source ---\n{self.src}")
-      binary = self.out.read_bytes() if self.out.is_file() else b""
-    finally:
-      self._remove_files()
-    if not binary:
-      said = said.strip()[:500]
-      raise RuntimeError(f"the C compiler {self.name!r} exited successfully but wrote no shared object (expected a "
-                         f"kernel .so at -o {self.out}); is CC a C compiler?" + (f" It printed: {said}" if said else ""))
-    return binary
-
-  def cancel(self) -> None:
-    """Stop the compiler (a batch that failed elsewhere no longer needs it) and remove its files."""
-    if not self.done(): self.proc.kill()
-    self.proc.wait()
-    self._remove_files()
-
-  def _remove_files(self) -> None:
-    for path in (self.out, self.source_file, self.log_file): path.unlink(missing_ok=True)
-
-
-def wait_for_any(jobs: Sequence[CompileJob]) -> None:
-  """Block until at least one of `jobs` has exited: on Linux in one select over process file descriptors,
-  elsewhere by polling every millisecond."""
-  if any(job.done() for job in jobs): return
-  fds = []
-  try:
-    fds = [os.pidfd_open(job.proc.pid) for job in jobs]
-    select.select(fds, [], [])
-  except (AttributeError, OSError):  # no pidfd_open (not Linux 5.3+): poll
-    while not any(job.done() for job in jobs): time.sleep(1e-3)
-  finally:
-    for fd in fds: os.close(fd)
 
 
 _libc = ctypes.CDLL(None)
