@@ -99,3 +99,14 @@ def test_cheap_operand_of_a_contraction_is_materialized_once():
   a, b = realized(16, 16), realized(16, 16, seed=1)
   assert n_kernels((a * 2) @ b) == 2
   assert n_kernels(a @ b) == 1
+
+
+def test_a_scalar_broadcast_into_a_contraction_gets_no_kernel_of_its_own():
+  """The gradient of a mean broadcasts -1/n into the weight gradient's contraction: a scalar depends on no
+  loop, so codegen computes it once ahead of them; a kernel and a buffer of its own would only cost."""
+  import tgfn
+  x, w = realized(64, 32), realized(32, 16, seed=1)
+  grad = tgfn.jit(tgfn.grad(lambda w, x: -(x @ w).mean()))
+  assert [k.name for k in grad.lower(w, x).kernels] == ["r_32_16"]
+  want = (-np.asarray(x, np.float64).sum(0)[:, None].repeat(16, 1) / (64 * 16)).astype(np.float32)
+  assert_close(grad(w, x), want, rtol=1e-5, atol=1e-7)

@@ -5,7 +5,8 @@ Fusion rule: a node gets its own kernel (a buffer) only when it must:
   - it is a reduction whose result is broadcast (an EXPAND above it, through movement and elementwise
     ops): computing it inside the consumer would redo the whole reduction for every broadcast element;
   - it is a computed value broadcast inside a reduction's loop (the operand of a contraction: random
-    draws, an activation's derivative): inlined, it would be recomputed for every multiply-add.
+    draws, an activation's derivative): inlined, it would be recomputed for every multiply-add. A scalar
+    is not: it depends on no loop, so codegen computes it once ahead of them (the -1/n of a mean's gradient).
 Everything else -- elementwise chains, movement ops, reductions consumed where they are -- is inlined
 into the kernel that needs it. Movement ops never make kernels: they only change index expressions.
 
@@ -88,9 +89,11 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
       if x.op is Ops.REDUCE_AXIS: realize.add(x)
       else: stack.extend(x.src)
     # a computed value broadcast inside a reduction (the operand of a contraction) would be recomputed
-    # for every multiply-add: compute it once into a buffer
+    # for every multiply-add: compute it once into a buffer. Not a scalar: it depends on no loop, so codegen
+    # computes it once ahead of the loops (its reductions got buffers just above)
     base = _computed_base(n.src[0])
-    if in_reduction[n] and base.op not in _INPUTS and _computes(base, realize): realize.add(base)
+    if in_reduction[n] and base.op not in _INPUTS and math.prod(base.shape) > 1 and _computes(base, realize):
+      realize.add(base)
   return _reductions_once(realize)
 
 
