@@ -13,9 +13,9 @@ Unit boundaries depend only on the sources and their order, never on timing: a w
 units and finds them in the disk cache.
 
 Compiler processes are started and reaped on the calling thread, between kernels as codegen yields them
-(`CompileJob`): a helper thread would wait for the interpreter lock, which codegen
-holds, at every step of starting or reaping a process. While codegen runs, at most `jobs - 1` compile (it
-keeps a core to itself: the last units wait for it); once it is done, `jobs` of them.
+(`CompileJob`): a helper thread would wait for the interpreter lock, which codegen holds, at every step of
+starting or reaping a process. While codegen runs, at most `jobs - 1` compile (it keeps a core to itself: the
+last units wait for it); once it is done, `jobs` of them.
 """
 from __future__ import annotations
 

@@ -432,19 +432,23 @@ class OpCounts:
 
 
 def op_counts(program: list[UOp]) -> OpCounts:
-  floats, integers, executed, trips = 0, 0, 0, [1]
+  floats = integers = executed = 0
+  vector_code = gated_loads = False
+  trips = [1]
   for u in program:
     if u.op is Ops.RANGE: trips.append(trips[-1] * u.src[0].arg)
     elif u.op is Ops.ENDRANGE: trips.pop()
     elif u.op is Ops.ASSIGN: floats -= trips[-1] * u.src[0].dtype.count  # its own op, and the product it adds
-    if u.op in _NOT_FLOPS or u.dtype is None:
-      if u.op in (Ops.LOAD, Ops.STORE): executed += trips[-1]
-      continue
-    executed += trips[-1] * u.dtype.count
-    if not u.dtype.is_int: floats += trips[-1] * u.dtype.count
-    elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += trips[-1] * u.dtype.count
-  return OpCounts(floats, integers, executed, any(u.dtype is not None and u.dtype.count > 1 for u in program),
-                  any(u.op is Ops.LOAD and len(u.src) > 2 for u in program))
+    elif u.op in (Ops.LOAD, Ops.STORE):
+      executed += trips[-1]
+      gated_loads |= u.op is Ops.LOAD and len(u.src) > 2
+    elif u.op not in _NOT_FLOPS and u.dtype is not None:
+      lanes = trips[-1] * u.dtype.count
+      executed += lanes
+      if not u.dtype.is_int: floats += lanes
+      elif u.dtype.scalar() != dtypes.index and not u.dtype.is_bool: integers += lanes
+    vector_code |= u.dtype is not None and u.dtype.count > 1
+  return OpCounts(floats, integers, executed, vector_code, gated_loads)
 
 
 class NativeCRenderer(CStyleRenderer):

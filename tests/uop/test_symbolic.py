@@ -98,3 +98,24 @@ def test_simplify_preserves_values_on_negative_ranges(e, offsets, threshold):
     value = evaluate(expr, point)
     assert evaluate(simple, point) == value, (e, offsets, vi, vj, vk)
     assert evaluate(compared, point) == (value < threshold), (e, offsets, threshold, vi, vj, vk)
+
+
+def test_a_simplified_graph_is_not_matched_again():
+  """symbolic marks the nodes it leaves unchanged: rewriting a simplified graph, or one that only adds nodes
+  on top of it, tries no rule on the simplified part; a matcher that does not mark tries every node."""
+  from tgfn.uop.ops import PatternMatcher, graph_rewrite
+  from tgfn.uop.symbolic import symbolic
+  i, j = rng(16, 0), rng(8, 1)
+  index = ((i * 8 + j) * 4 + 3) // 2 + (i * 16) % 7
+  tried = []
+  counting = PatternMatcher([(pat, (lambda fn: lambda **kw: (tried.append(1), fn(**kw))[1])(fn)) for pat, fn in symbolic.rules],
+                            marks_fixed_points=True)
+  once = graph_rewrite(index, counting)
+  first = len(tried)
+  assert graph_rewrite(once, counting) is once and len(tried) == first  # nothing tried on a marked graph
+  graph_rewrite(once + 1, counting)
+  assert 0 < len(tried) - first < first / 2  # the new ADD and what its rules build, not the marked graph
+  plain = PatternMatcher(counting.rules)
+  tried.clear()
+  assert graph_rewrite(once, plain) is once and len(tried) >= 5
+  assert graph_rewrite(index, symbolic) is once  # the same simplification as without marks
