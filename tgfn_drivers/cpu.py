@@ -495,6 +495,12 @@ class NativeCRenderer(CStyleRenderer):
     if "__SSE2__" in macros: out.update({"float32x4": "__builtin_ia32_sqrtps({0})", "float64x2": "__builtin_ia32_sqrtpd({0})"})
     if "__AVX__" in macros:
       out.update({"float32x8": "__builtin_ia32_sqrtps256({0})", "float64x4": "__builtin_ia32_sqrtpd256({0})"})
+    if "__AVX512F__" in macros:  # (4: the current rounding mode, as sqrtf)
+      if self.compiler.is_clang:
+        out.update({"float32x16": "__builtin_ia32_sqrtps512({0}, 4)", "float64x8": "__builtin_ia32_sqrtpd512({0}, 4)"})
+      else:
+        out.update({"float32x16": "__builtin_ia32_sqrtps512_mask({0}, {0}, (unsigned short)-1, 4)",
+                    "float64x8": "__builtin_ia32_sqrtpd512_mask({0}, {0}, (unsigned char)-1, 4)"})
     return out
 
   @functools.cached_property

@@ -36,10 +36,13 @@ def _sqrt(x: np.ndarray, device: str, lanes: int, monkeypatch) -> tuple[np.ndarr
   return out, [k.source for k in realize_mod._compiled.values()]
 
 
-@pytest.mark.parametrize("dtype, lanes", [("float32", 4), ("float32", 8), ("float64", 2), ("float64", 4)])
+@pytest.mark.parametrize("dtype, lanes", [("float32", 4), ("float32", 8), ("float32", 16), ("float64", 2), ("float64", 4),
+                                          ("float64", 8)])
 def test_vector_sqrt_is_one_builtin_and_exact(dtype, lanes, monkeypatch):
-  builtin = Device["CPU"].renderer.vector_sqrt.get(f"{dtype}x{lanes}")
-  if builtin is None: pytest.skip(f"no {dtype}x{lanes} square root builtin on this CPU")
+  renderer = Device["CPU"].renderer
+  if lanes * np.dtype(dtype).itemsize > renderer.vector_bytes: pytest.skip(f"no {dtype}x{lanes} vectors on this CPU")
+  builtin = renderer.vector_sqrt.get(f"{dtype}x{lanes}")
+  assert builtin is not None, f"this CPU has {dtype}x{lanes} vectors but no square root builtin for them"
   rng = np.random.default_rng(0)
   edges = [0.0, -0.0, 1.0, 2.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, 3.3e-39, 1e30]
   x = np.concatenate([edges, np.abs(rng.standard_normal(64 - len(edges))) * 1e3]).astype(dtype)
