@@ -179,6 +179,10 @@ class Compiled:
   # how a Program receives a scalar parameter's value (a PARAM of `dtype`), passed after the buffers
   scalar_arg: Callable[[Any, DType], Any] = _value_as_is
   synchronize: Optional[Callable[[], None]] = None
+  # several kernels launched by one call: (function addresses, each one's argument slots, a bound method to
+  # call once batches can be made) -> a batch with .slots, .run, .table, .count, .pack, .index, or None for
+  # now (tgfn_drivers/cpu.py LaunchBatch; the jit replay uses it)
+  batch_launcher: Optional[Callable[[list[int], list[tuple[int, ...]], Callable[[], None]], Any]] = None
   # waits until every kernel running a quick first build runs its optimized one (tiered compilation: CPU)
   wait_for_optimized: Optional[Callable[[], None]] = None
   # whether a handle is a memory address, so handle + byte offset is a view into the buffer (CPU, LLVM,

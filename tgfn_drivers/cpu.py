@@ -9,6 +9,7 @@ import itertools
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from tgfn.scratch import scratch_dir
 from tgfn_drivers._scalars import scalar_arg_converter
 from tgfn.dtype import DType, dtypes
 from tgfn.uop.ops import Ops, UOp
-from tgfn_drivers import _cpu_tiers
+from tgfn_drivers import _cpu_threads, _cpu_tiers
 from tgfn_drivers._cpu_threads import load_cached_pool_in_background, when_pool_ready
 from tgfn_drivers._cpu_units import CompileJob, compile_units
 
@@ -417,6 +418,42 @@ class CPUProgram:
     return self.fxn if tuple(self.fxn.argtypes) == pointers and not self.provisional else self
 
 
+  def batch_address(self, n_pointers: int) -> Optional[int]:
+    """The function's address, for a launch from a LaunchBatch with `n_pointers` buffer pointers and no
+    scalar parameter; None if it cannot be (a provisional program is called through itself)."""
+    if self.provisional or n_pointers > _cpu_threads.MAX_BATCH_ARGS or self.direct_launcher(n_pointers) is not self.fxn:
+      return None
+    return ctypes.cast(self.fxn, ctypes.c_void_p).value
+
+
+class _Launch(ctypes.Structure):
+  _fields_ = [("fn", ctypes.c_void_p), ("nargs", ctypes.c_int), ("first", ctypes.c_int)]
+
+
+class LaunchBatch:
+  """Kernels run one after another by one foreign call, tg_run_launches (tgfn_drivers/_cpu_threads.py).
+  A caller passes the pointers of `slots` (the buffer slots the kernels use, in this order) packed as
+  one bytes object: `run(table, count, pack(*pointers), index)`."""
+  def __init__(self, run: Any, addresses: list[int], arg_slots: list[tuple[int, ...]]):
+    self.slots = sorted({s for args in arg_slots for s in args})
+    position = {s: i for i, s in enumerate(self.slots)}
+    self.table = (_Launch * len(addresses))()
+    index: list[int] = []
+    for launch, address, args in zip(self.table, addresses, arg_slots):
+      launch.fn, launch.nargs, launch.first = address, len(args), len(index)
+      index += [position[s] for s in args]
+    self.run, self.count = run, len(addresses)
+    self.index = (ctypes.c_int * len(index))(*index)
+    self.pack = struct.Struct(f"{len(self.slots)}P").pack
+
+
+def batch_launcher(addresses: list[int], arg_slots: list[tuple[int, ...]], on_ready: Any) -> Optional[LaunchBatch]:
+  """A LaunchBatch for these kernels, or None while the library that runs it loads (`on_ready`, a bound
+  method held weakly, is then called once it has)."""
+  run = _cpu_threads.launch_runner(on_ready)
+  return None if run is None else LaunchBatch(run, addresses, arg_slots)
+
+
 _NOT_FLOPS = frozenset({Ops.CONST, Ops.LOAD, Ops.STORE, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_ACC,
                         Ops.VECTORIZE, Ops.GEP})
 
@@ -551,4 +588,5 @@ def _rebuild_optimized(src: str, programs: list[CPUProgram]) -> None:
 _compiler = CCompiler()
 load_cached_pool_in_background()
 DEVICE = Compiled("CPU", MallocAllocator(), NativeCRenderer(_compiler), _compiler, CPUProgram, build_many,
-                  scalar_arg=scalar_arg, address_handles=True, wait_for_optimized=_cpu_tiers.wait)
+                  scalar_arg=scalar_arg, address_handles=True, wait_for_optimized=_cpu_tiers.wait,
+                  batch_launcher=batch_launcher)

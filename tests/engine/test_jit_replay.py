@@ -117,3 +117,62 @@ def test_the_first_call_runs_the_generic_loop_and_the_second_generates_the_repla
   assert made == [1], "the second call generates it, once"
   for out in outs:
     for a, b in zip(out, expected): np.testing.assert_allclose(a.numpy(), b, rtol=1e-6)
+
+
+def _mlp_step(w1, w2, x):
+  # several kernels in a row (matmuls, an elementwise epilogue, a reduction), one of them with 2 outputs
+  h = tnp.maximum(x @ w1, 0.0)
+  y = h @ w2
+  return y.sum(axis=0), tnp.tanh(y), h.mean()
+
+
+def test_cpu_kernels_in_a_row_are_one_launch_batch_and_compute_what_launch_by_launch_does():
+  if Device.DEFAULT != "CPU": pytest.skip("the CPU driver's launch batches")
+  from tgfn_drivers import _cpu_threads
+  _cpu_threads.load_pool()  # (tg_run_launches lives in the pool's library)
+  rng = np.random.default_rng(0)
+  args = [rng.standard_normal(s).astype(np.float32) for s in ((16, 32), (32, 8), (4, 16))]
+  step = tgfn.jit(_mlp_step)
+  for _ in range(3): batched = step(*[tnp.array(a) for a in args])
+  graph = _graph(step)
+  assert len(graph.kernels) >= 3
+  batches = graph._launch_batches()
+  assert [b.count for b in batches.values()] == [len(graph.kernels)], "every launch should be in one batch"
+  with Context(DEBUG_NANS=1):  # launch by launch (CompiledGraph._run)
+    single = step(*[tnp.array(a) for a in args])
+  for a, b in zip(batched, single): np.testing.assert_array_equal(a.numpy(), b.numpy())
+  for a, b in zip(batched, _mlp_step(*[tnp.array(a) for a in args])): np.testing.assert_allclose(a.numpy(), b, rtol=1e-5)
+
+
+def test_the_replay_is_generated_again_once_launch_batches_can_be_made(monkeypatch):
+  if Device.DEFAULT != "CPU": pytest.skip("the CPU driver's launch batches")
+  from tgfn_drivers import _cpu_threads
+  ready = []
+  monkeypatch.setattr(_cpu_threads, "launch_runner", lambda on_ready: ready.append(on_ready) or None)
+  step = tgfn.jit(_mlp_step)
+  args = [tnp.ones(s) for s in ((16, 32), (32, 8), (4, 16))]
+  for _ in range(2): step(*args)
+  graph = _graph(step)
+  assert "pack" not in " ".join(graph._replay.__code__.co_names), "no batch while the runner is not loaded"
+  assert ready, "the graph should ask to hear when batches can be made"
+  monkeypatch.undo()
+  _cpu_threads.load_pool()
+  ready[0]()  # what the pool's loader calls
+  out = step(*args)
+  assert any(name.startswith("pack") for name in graph._replay.__code__.co_names)
+  np.testing.assert_allclose(out[2].numpy(), 16.0, rtol=1e-6)
+
+
+def test_a_kernel_with_a_scalar_parameter_or_too_many_pointers_is_launched_on_its_own():
+  if Device.DEFAULT != "CPU": pytest.skip("the CPU driver's launch batches")
+  from tgfn_drivers import _cpu_threads
+  double = tgfn.jit(lambda v: v * 2)
+  double(tnp.array([1.0]))
+  (kernel,) = _graph(double).kernels
+  assert kernel.program.batch_address(2) is not None
+  assert kernel.program.batch_address(_cpu_threads.MAX_BATCH_ARGS + 1) is None
+  kernel.program.provisional = True
+  try:
+    assert kernel.program.batch_address(2) is None  # a quick build is called through itself (its upgrade)
+  finally:
+    kernel.program.provisional = False

@@ -363,7 +363,17 @@ class CompiledGraph:
         lines.append(f"  if distinct or sum(b is b{i} for b in inputs) == 1: b{out} = b{i} = b{i}.donate()")
         lines.append(f"  else: b{out} = Buffer(b{i}.device, b{i}.size, b{i}.dtype)")
         lines.append(f"  a{out} = b{out}.arg")
+    batches = self._launch_batches()
+    skip = 0
     for k, (program, slots, kind) in enumerate(self._launches):
+      if skip:
+        skip -= 1
+        continue
+      if (batch := batches.get(k)) is not None:  # launches k, k+1, ... by one call
+        env[f"r{k}"], env[f"t{k}"], env[f"pack{k}"], env[f"i{k}"] = batch.run, batch.table, batch.pack, batch.index
+        lines.append(f"  r{k}(t{k}, {batch.count}, pack{k}({', '.join(f'a{s}' for s in batch.slots)}), i{k})")
+        skip = batch.count - 1
+        continue
       env[f"p{k}"] = program
       if program is None: lines.append(f"  b{slots[0]}.copyin(b{slots[1]}.numpy())")  # a copy between devices
       elif kind == "call": lines.append(f"  p{k}([{', '.join(f'b{s}' for s in slots)}])")
@@ -375,6 +385,33 @@ class CompiledGraph:
     lines.append(f"  return [{', '.join(f'b{s}' for s in self.output_slots)}]")
     exec("\n".join(lines), env)  # our own generated code, built from slot numbers only
     return env["replay"]
+
+  def _launch_batches(self) -> dict[int, Any]:
+    """{first launch: batch} for each run of two or more kernel launches in a row that their device can
+    make one call of (Compiled.batch_launcher); none while it cannot yet (the replay is then generated
+    again once it can)."""
+    runs: list[list[int]] = [[]]
+    addresses: dict[int, int] = {}
+    for k, ((program, slots, kind), (_, device, _)) in enumerate(zip(self._launches, self._launch_steps)):
+      address = getattr(program, "batch_address", None) if kind == "kernel" else None
+      if address is not None and Device[device].batch_launcher is not None and (address := address(len(slots))):
+        if runs[-1] and self._launch_steps[runs[-1][-1]][1] != device: runs.append([])
+        runs[-1].append(k)
+        addresses[k] = address
+      elif runs[-1]: runs.append([])
+    batches = {}
+    for run in runs:
+      if len(run) < 2: continue
+      device = self._launch_steps[run[0]][1]
+      batch = Device[device].batch_launcher([addresses[k] for k in run],
+                                            [self._launches[k][1] for k in run], self._batches_ready)
+      if batch is None: return {}
+      batches[run[0]] = batch
+    return batches
+
+  def _batches_ready(self) -> None:
+    """Generate the replay again, now with launch batches (called by the device once it can make them)."""
+    if self._replay is not self._first_replay: self._replay = self._second_replay
 
   @property
   def can_reuse_outputs(self) -> bool:
