@@ -94,6 +94,44 @@ def test_register_dataclass_rebuilds_fields_in_any_order_and_keyword_only():
   assert leaves == [1.0, 2.0] and tu.tree_unflatten(treedef, [3.0, 4.0]) == KeywordOnly(w=3.0, b=4.0)
 
 
+def test_rebuild_fields_only_sets_the_fields_without_calling_init():
+  @dataclasses.dataclass(frozen=True)
+  class Layer:
+    name: str
+    w: float
+    b: float
+
+    def __post_init__(self):
+      object.__setattr__(self, "name", self.name.upper())
+
+  tgfn.tree.register_dataclass(Layer, meta_fields=["name"], rebuild_fields_only=True)
+  leaves, treedef = tu.tree_flatten(Layer("dense", 1.0, 2.0))
+  assert leaves == [1.0, 2.0]
+  rebuilt = tu.tree_unflatten(treedef, [3.0, 4.0])
+  assert rebuilt == Layer("DENSE", 3.0, 4.0) and rebuilt.name == "DENSE"  # normalized once, by the first build
+
+  @dataclasses.dataclass
+  class Derived:
+    w: float
+    cache: float = dataclasses.field(init=False, default=0.0)
+
+  with pytest.raises(TypeError, match="every field"):
+    tgfn.tree.register_dataclass(Derived, data_fields=["w"], rebuild_fields_only=True)
+
+
+def test_jit_rebuilds_its_layer_results_without_their_constructors(monkeypatch):
+  from tgfn import nn
+  model = nn.Sequential([nn.Linear(tnp.ones((2, 3)), tnp.zeros(2)), nn.relu])
+  step = tgfn.jit(lambda m: tgfn.tree.map(lambda w: w * 2, m))
+  step(model)
+  for cls in (nn.Sequential, nn.Linear, nn.Lambda):
+    monkeypatch.setattr(cls, "__init__", lambda self, *a, **k: pytest.fail(f"{type(self).__name__}.__init__ called"))
+  out = step(model)
+  assert [type(lay) for lay in out.layers] == [nn.Linear, nn.Lambda]
+  np.testing.assert_array_equal(np.asarray(out.layers[0].weight), np.full((2, 3), 2.0, np.float32))
+  np.testing.assert_array_equal(np.asarray(out(tnp.ones(3))), np.full(2, 6.0, np.float32))
+
+
 def test_partial_is_a_pytree_through_transforms():
   p = tu.Partial(lambda x, y: x * y, tnp.array(2.0))
   assert tu.tree_leaves(p)[0] is p.args[0]

@@ -131,10 +131,14 @@ def _fields_getter(names: list[str]) -> Callable[[Any], tuple]:
 
 
 def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
-                       meta_fields: Optional[list[str]] = None) -> type:
+                       meta_fields: Optional[list[str]] = None, *, rebuild_fields_only: bool = False) -> type:
   """Register a dataclass as a node (usable as a decorator). By default every field is a child except
   those declared `field(metadata=dict(static=True))`; name `meta_fields` for static (hashable,
-  non-array) fields that belong to the tree structure instead."""
+  non-array) fields that belong to the tree structure instead.
+
+  With `rebuild_fields_only`, unflattening sets the fields without calling `__init__` (nor
+  `__post_init__`): for a class whose `__post_init__` only normalizes values that a flattened instance
+  already holds normalized (tgfn's layers; jit rebuilds its outputs on every call)."""
   if not dataclasses.is_dataclass(cls): raise TypeError(f"register_dataclass needs a dataclass, got {cls!r}")
   if meta_fields is None and data_fields is None:
     meta_fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("static", False)]
@@ -153,9 +157,21 @@ def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
     # the third item names each child, so paths (and state_dict names) read "layer.weight", not "layer.0"
     return get_data(x), get_meta(x), names
 
-  def unflatten_fn(aux: tuple, children: Iterable[Any]) -> Any:
-    if positional: return cls(*children, *aux)
-    return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))
+  if rebuild_fields_only:
+    if [f.name for f in dataclasses.fields(cls)] != [f.name for f in fields]:
+      raise TypeError(f"{cls.__name__}: rebuild_fields_only needs every field to be an __init__ field")
+    new = object.__new__
+
+    def unflatten_fn(aux: tuple, children: Iterable[Any]) -> Any:
+      x = new(cls)
+      values = x.__dict__
+      values.update(zip(data, children))
+      if aux: values.update(zip(meta, aux))
+      return x
+  else:
+    def unflatten_fn(aux: tuple, children: Iterable[Any]) -> Any:
+      if positional: return cls(*children, *aux)
+      return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))
 
   return register_node(cls, flatten_fn, unflatten_fn)
 

@@ -26,7 +26,7 @@ from tgfn.viz import nans as debug_nans
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
-from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_id
+from tgfn.uop.ops import Ops, UOp, substitute, toposort, unique_ids
 from tgfn.uop.spec import spec_enabled, verify_kernel, verify_linear, verify_tensor_graph
 
 
@@ -77,6 +77,9 @@ _new_node, _set_op, _set_dtype, _set_src, _set_arg = object.__new__, UOp.op.__se
     UOp.arg.__set__
 
 
+_next_unique_id = unique_ids.__next__  # what unique_id() returns, one Python call less
+
+
 def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key); built as
   UOp.unique builds one, without its calls."""
@@ -84,7 +87,7 @@ def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
   _set_op(u, Ops.BUFFER)
   _set_dtype(u, buffer.dtype)
   _set_src(u, ())
-  _set_arg(u, (unique_id(), buffer.device, tuple(shape)))
+  _set_arg(u, (_next_unique_id(), buffer.device, tuple(shape)))
   u.__dict__["buffer"] = buffer
   return u
 

@@ -52,7 +52,7 @@ def _layer(*meta_fields: str) -> Callable[[type], type]:
   def wrap(cls: type) -> type:
     cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
     _LAYER_TYPES.add(cls)
-    return tree.register_dataclass(cls, meta_fields=list(meta_fields))
+    return tree.register_dataclass(cls, meta_fields=list(meta_fields), rebuild_fields_only=True)
   return wrap
 
 

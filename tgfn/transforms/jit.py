@@ -86,6 +86,7 @@ class _Entry:
     # (leaf index, dtype) for a scalar converted to a dtype the trace used it as; None: leaves map 1:1
     self.input_plan = input_plan
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
+    self.computes_all = all(j is None for j in passthrough)
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
     self.single_output = out_tree == flatten(0)[1] and passthrough == [None] and state is None
     self.recycle = self.single_output and graph.can_reuse_outputs and RECYCLE_RESULTS
@@ -177,7 +178,7 @@ class JitFunction:
         if entry is not None: return self._run(entry, inputs, args)
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
-    bound = _bind_leaves(leaves)
+    bound = _bind_computed(leaves) or _bind_leaves(leaves)
     # inside another transform's trace (grad, vmap, an outer jit) the function is one CALL of its body there
     if bound is None: return call_traced(self.fun, args, kwargs, self._static_positions(len(args)),
                                          self.static_argnames, fn_name(self.fun))
@@ -211,14 +212,15 @@ class JitFunction:
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
         entry.graph.replay_into(inputs, last.uop.buffer)
         return last
-      out = entry.last = Array(buffer_uop(entry.graph(inputs)[0], entry.out_shapes[0]))
+      out = entry.last = _result(entry.graph(inputs)[0], entry.out_shapes[0])
       entry.refs = (sys.getrefcount(out), sys.getrefcount(out.uop), sys.getrefcount(out.uop.buffer))
       return out
     if entry.state is not None: inputs = inputs + _implicit_buffers(entry.state)
     results = entry.graph(inputs)
-    if entry.single_output: return Array(buffer_uop(results[0], entry.out_shapes[0]))
-    outs = [Array(buffer_uop(b, shape)) if j is None else _leaf_value(leaves[j])
-            for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
+    if entry.single_output: return _result(results[0], entry.out_shapes[0])
+    if entry.computes_all: outs = [_result(b, shape) for b, shape in zip(results, entry.out_shapes)]
+    else: outs = [_result(b, shape) if j is None else _leaf_value(leaves[j])
+                  for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
     if entry.state is not None:
       _write_back(entry.state, outs, leaves)
       outs = outs[:entry.state.n_outputs]
@@ -336,6 +338,27 @@ class JitFunction:
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     return self if obj is None else functools.partial(self, obj)
+
+
+_new_object = object.__new__
+
+
+def _result(buffer: Any, shape: tuple[int, ...]) -> Array:
+  """Array(buffer_uop(buffer, shape)) without the constructor's call (a BUFFER node has no source line to
+  find): every result of every jit call is one."""
+  x = _new_object(Array)
+  x.uop = buffer_uop(buffer, shape)
+  return x
+
+
+def _bind_computed(leaves: list) -> Optional[tuple[tuple, list]]:
+  """_bind_leaves when every leaf is an already-computed Array (the common call), in one pass; else None."""
+  sig, buffers = [], []
+  for x in leaves:
+    if type(x) is not Array or (u := x.uop).op is not Ops.BUFFER: return None
+    sig.append((u.arg[2], u.dtype.name, u.arg[1]))
+    buffers.append(u.buffer)
+  return tuple(sig), buffers
 
 
 def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, list]]:

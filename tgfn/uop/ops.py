@@ -506,6 +506,6 @@ def substitute(root: UOp, mapping: dict[UOp, UOp], memo: Optional[dict[UOp, UOp]
   return done[root]
 
 
-_unique_ids = itertools.count()
-def unique_id() -> int: return next(_unique_ids)
+unique_ids = itertools.count()
+def unique_id() -> int: return next(unique_ids)
 
