@@ -27,10 +27,12 @@ Runs inline, as body(ctx, 0, n) on the calling thread, when n <= grain, when the
 when the pool is busy: another thread's launch is in flight, or the call is nested inside a body.
 Nothing ever waits for the pool to become free, so there is no deadlock and no thread per launch.
 
-Idle workers poll for the next launch for 20 µs, then sleep on a condition variable: the poll keeps
-a worker hot across back-to-back launches (a launch both threads must join: 3.7 µs, against 24 µs to
-16 ms without it on a loaded machine), and stays short because a spinning thread takes CPU time from
-the process's own caller and from other processes when cores are shared.
+Idle workers poll for the next launch for 200 µs, then sleep on a condition variable: the poll keeps
+a worker hot across launches (a launch both threads must join: 3.7 µs, against 24 µs to 16 ms without
+it on a loaded machine), and stays short because a spinning thread takes CPU time from other processes
+when cores are shared. 200 µs covers the gaps of small kernels between a training step's parallel
+matmuls (the MLP step: 50-270 µs); with 20 µs the worker slept before most of them and the step ran
+3.5% slower (median of 12 pairs of alternating fresh processes).
 A forked child resets the pool (its workers did not survive the fork) and starts new ones on use.
 
 When to call the pool (the code generator's threshold). Measured with bench/pool_overhead.py:
@@ -77,7 +79,7 @@ POOL_SOURCE = r"""
 typedef void (*tg_body)(void *ctx, long long lo, long long hi);
 
 #define CHUNKS_PER_THREAD 32
-#define WORKER_SPIN_NS 20000LL  /* a worker polls this long for the next launch before it sleeps */
+#define WORKER_SPIN_NS 200000LL  /* a worker polls this long for the next launch before it sleeps */
 #define CALLER_SPIN_NS 20000LL  /* the caller polls this long for the last chunks before it sleeps */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
