@@ -15,6 +15,9 @@ import optree
 
 NAMESPACE = "tgfn"
 PyTreeDef = optree.PyTreeSpec
+# frozen dataclasses registered as nodes: a jitted function's results built of them cannot change after it
+# returns (tgfn/transforms/jit_memo.py)
+FROZEN_NODE_TYPES: set[type] = set()
 
 
 def flatten(tree: Any, is_leaf: Optional[Callable[[Any], bool]] = None) -> tuple[list[Any], PyTreeDef]:
@@ -173,6 +176,7 @@ def register_dataclass(cls: type, data_fields: Optional[list[str]] = None,
       if positional: return cls(*children, *aux)
       return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))
 
+  if cls.__dataclass_params__.frozen: FROZEN_NODE_TYPES.add(cls)  # type: ignore[attr-defined]
   return register_node(cls, flatten_fn, unflatten_fn)
 
 

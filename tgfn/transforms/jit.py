@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import operator
 import sys
 import sysconfig
 import threading
@@ -28,6 +29,7 @@ from tgfn.dtype import DType, result_type
 from tgfn.engine.jit import CompiledGraph
 from tgfn.engine.realize import buffer_uop
 from tgfn.helpers import settings, track, track_begin, track_end
+from tgfn.transforms.jit_memo import ResultMemo, plan_for
 from tgfn.transforms.state import tracing_state
 from tgfn.transforms.subgraph import call_traced
 from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placeholder
@@ -95,6 +97,9 @@ class _Entry:
     # one call at a time when calls share memory: the graph's intermediates. (Recycling needs no lock:
     # a thread reusing `last` holds a reference to it, so any other thread's count check fails.)
     self.lock = threading.Lock() if graph.has_scratch else None
+    # the result elements a later call may take back unflattened (jit_memo.py), and the last call's
+    self.result_plan = plan_for(out_tree) if state is None else None
+    self.memo: Optional[ResultMemo] = None
 
 
 class Lowered:
@@ -135,6 +140,10 @@ class JitFunction:
     self.beam = beam  # the BEAM search width for this function's kernels (None: the BEAM= variable)
     self._cache: dict[Any, _Entry] = {}
     self._flat_cache: dict[tuple, _Entry] = {}  # the same entries, keyed for calls with only Array arguments
+    # calls given the last call's results back (jit_memo.py): the entry that returned them, and the whole
+    # call's tree structure per token of the arguments' structures
+    self._last: Optional[_Entry] = None
+    self._memo_trees: dict[tuple, Any] = {}
     self._keys_seen: list[Any] = []
     self.trace_count = 0
     # threads whose first calls race trace and compile once; reentrant: tracing may call this function
@@ -144,6 +153,8 @@ class JitFunction:
   def clear_cache(self) -> None:
     self._cache.clear()
     self._flat_cache.clear()
+    self._last = None
+    self._memo_trees.clear()  # (its tokens name structures of the entries just dropped)
 
   def _static_positions(self, n_args: int) -> set[int]:
     return {i % n_args for i in self.static_argnums if -n_args <= i < n_args}
@@ -176,8 +187,19 @@ class JitFunction:
       else:
         entry = self._flat_cache.get(tuple(sig))
         if entry is not None: return self._run(entry, inputs, args)
+    remembered = None
+    if not kwargs and not self.static_argnums and (last := self._last) is not None and last.memo is not None:
+      remembered = last.memo.flatten(args)
+      if remembered is not None and (in_tree := self._memo_trees.get(remembered[1])) is not None:
+        leaves = remembered[0]
+        if (bound := _bind_computed(leaves)) is not None and \
+            (entry := self._cache.get((in_tree, bound[0], (), _placement(bound[0])))) is not None:
+          self._last = entry
+          return self._run(entry, bound[1], leaves)
     dyn_args, dyn_kwargs, static = self._split(args, kwargs)
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
+    if remembered is not None and len(leaves) == len(remembered[0]) and all(map(operator.is_, leaves, remembered[0])):
+      self._memo_trees[remembered[1]] = in_tree  # the next call with these structures skips the flatten
     bound = _bind_computed(leaves) or _bind_leaves(leaves)
     # inside another transform's trace (grad, vmap, an outer jit) the function is one CALL of its body there
     if bound is None: return call_traced(self.fun, args, kwargs, self._static_positions(len(args)),
@@ -191,6 +213,7 @@ class JitFunction:
           entry = self._compile(key, args, kwargs, leaves, in_tree, static)
           if sig and not kwargs and not static and in_tree == flatten((tuple(range(len(args))), {}))[1]:
             self._flat_cache[sig] = entry
+    self._last = entry
     return self._run(entry, inputs, leaves)
 
   @staticmethod
@@ -224,7 +247,9 @@ class JitFunction:
     if entry.state is not None:
       _write_back(entry.state, outs, leaves)
       outs = outs[:entry.state.n_outputs]
-    return unflatten(entry.out_tree, outs)
+    result = unflatten(entry.out_tree, outs)
+    if entry.result_plan is not None: entry.memo = ResultMemo(entry.result_plan, result, outs)
+    return result
 
   def _trace(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any) -> tuple[list[Array], list[Array], Any,
                                                                                Optional[_StatePlan], Optional[list]]:
