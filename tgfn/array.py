@@ -474,13 +474,34 @@ def _promote_array_scalar(a: Any, b: Any) -> Optional[list[Array]]:
   if common.is_complex: return None
   if common is not arr.uop.dtype: arr = arr.astype(common)
   arr.uop.device  # noqa: B018  (computed now, node by node: on a chain thousands deep it would recurse later)
-  _check_scalar_fits(scalar, common)
-  out, shape = UOp.param(common, scalar), arr.uop.shape
-  if shape:  # broadcast, as _broadcast_to would: to rank len(shape), then to shape
-    out = UOp(Ops.RESHAPE, common, (out,), (1,) * len(shape))
-    if any(n != 1 for n in shape): out = UOp(Ops.EXPAND, common, (out,), shape)
-  out = Array(out)
+  out = Array(_broadcast_scalar(scalar, common, arr.uop.shape))
   return [arr, out] if array_first else [out, arr]
+
+
+# The broadcast PARAM nodes of recent Python scalars, per (dtype, scalar, shape), for small shapes: an eager
+# loop doing `x * 2 + 1` builds no new nodes for its scalars. Each is three nodes whose hash-consing misses
+# once the last graph using them has died: 24 -> 16 us for that expression on 16 floats. A node here may be
+# realized (tnp.broadcast_arrays(x, 2) returns it); SCALAR_NODE_MAX_SIZE bounds what that can keep alive.
+_scalar_nodes: dict[tuple, UOp] = {}
+SCALAR_NODES = 256
+SCALAR_NODE_MAX_SIZE = 4096
+
+
+def _broadcast_scalar(scalar: Union[bool, int, float], dtype: DType, shape: tuple[int, ...]) -> UOp:
+  """A PARAM holding `scalar` as `dtype`, broadcast to `shape` as _broadcast_to would (to rank len(shape),
+  then to shape)."""
+  # -0.0 == 0.0 and True == 1 == 1.0: the key tells them apart; NaN (never equal) is not kept
+  key = (dtype, type(scalar), scalar, math.copysign(1.0, scalar) if type(scalar) is float else None, shape)
+  if (hit := _scalar_nodes.get(key)) is not None: return hit
+  _check_scalar_fits(scalar, dtype)
+  out = UOp.param(dtype, scalar)
+  if shape:
+    out = UOp(Ops.RESHAPE, dtype, (out,), (1,) * len(shape))
+    if any(n != 1 for n in shape): out = UOp(Ops.EXPAND, dtype, (out,), shape)
+  if scalar == scalar and math.prod(shape) <= SCALAR_NODE_MAX_SIZE:
+    if len(_scalar_nodes) >= SCALAR_NODES: _scalar_nodes.clear()  # (atomic: threads may share it)
+    _scalar_nodes[key] = out
+  return out
 
 
 def _complex_scalar(value: complex, dtype: DType) -> Array:
