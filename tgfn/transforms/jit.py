@@ -97,7 +97,8 @@ class _Entry:
     # one call at a time when calls share memory: the graph's intermediates. (Recycling needs no lock:
     # a thread reusing `last` holds a reference to it, so any other thread's count check fails.)
     self.lock = threading.Lock() if graph.has_scratch else None
-    # the result elements a later call may take back unflattened (jit_memo.py), and the last call's
+    # which elements of the result a later call may take back unflattened (jit_memo.py); memo: the last
+    # call's result, remembered for that
     self.result_plan = plan_for(out_tree) if state is None else None
     self.memo: Optional[ResultMemo] = None
 
