@@ -163,14 +163,37 @@ def test_the_replay_is_generated_again_once_launch_batches_can_be_made(monkeypat
   np.testing.assert_allclose(out[2].numpy(), 16.0, rtol=1e-6)
 
 
-def test_a_kernel_with_a_scalar_parameter_or_too_many_pointers_is_launched_on_its_own():
+def test_batches_arriving_before_the_first_call_leave_it_to_the_generic_loop(monkeypatch):
+  made = []
+  make = CompiledGraph._make_replay
+  monkeypatch.setattr(CompiledGraph, "_make_replay", lambda self: made.append(1) or make(self))
+  graph = CompiledGraph.__new__(CompiledGraph)
+  graph._replay = graph._first_replay
+  graph._batches_ready()
+  assert graph._replay == graph._first_replay, "the first call should still run the generic loop"
+  step = tgfn.jit(_mlp_step)
+  args = [tnp.ones(s) for s in ((16, 32), (32, 8), (4, 16))]
+  step(*args)
+  _graph(step)._batches_ready()
+  step(*args)
+  assert made == [1], "the second call generates the replay, once"
+
+
+def test_a_kernel_with_a_scalar_parameter_or_too_many_pointers_is_launched_on_its_own(monkeypatch):
   if Device.DEFAULT != "CPU": pytest.skip("the CPU driver's launch batches")
+  from collections import OrderedDict
+  from tgfn.engine import realize as realize_mod
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())  # this test's kernels only
   from tgfn_drivers import _cpu_threads
   double = tgfn.jit(lambda v: v * 2)
   double(tnp.array([1.0]))
   (kernel,) = _graph(double).kernels
   assert kernel.program.batch_address(2) is not None
   assert kernel.program.batch_address(_cpu_threads.MAX_BATCH_ARGS + 1) is None
+  x = tnp.array([1.0, 2.0])
+  np.testing.assert_array_equal(np.asarray(x * 2.5), [2.5, 5.0])  # eager: 2.5 is the kernel's scalar parameter
+  scaled = [k for k in realize_mod._compiled.values() if k.device == "CPU" and k.lowered is not None and k.lowered.params]
+  assert scaled and all(k.program.batch_address(2) is None for k in scaled)
   kernel.program.provisional = True
   try:
     assert kernel.program.batch_address(2) is None  # a quick build is called through itself (its upgrade)

@@ -364,15 +364,12 @@ class CompiledGraph:
         lines.append(f"  else: b{out} = Buffer(b{i}.device, b{i}.size, b{i}.dtype)")
         lines.append(f"  a{out} = b{out}.arg")
     batches = self._launch_batches()
-    skip = 0
+    in_batch = {j for k, batch in batches.items() for j in range(k + 1, k + batch.count)}
     for k, (program, slots, kind) in enumerate(self._launches):
-      if skip:
-        skip -= 1
-        continue
+      if k in in_batch: continue
       if (batch := batches.get(k)) is not None:  # launches k, k+1, ... by one call
         env[f"r{k}"], env[f"t{k}"], env[f"pack{k}"], env[f"i{k}"] = batch.run, batch.table, batch.pack, batch.index
         lines.append(f"  r{k}(t{k}, {batch.count}, pack{k}({', '.join(f'a{s}' for s in batch.slots)}), i{k})")
-        skip = batch.count - 1
         continue
       env[f"p{k}"] = program
       if program is None: lines.append(f"  b{slots[0]}.copyin(b{slots[1]}.numpy())")  # a copy between devices
@@ -393,12 +390,14 @@ class CompiledGraph:
     runs: list[list[int]] = [[]]
     addresses: dict[int, int] = {}
     for k, ((program, slots, kind), (_, device, _)) in enumerate(zip(self._launches, self._launch_steps)):
-      address = getattr(program, "batch_address", None) if kind == "kernel" else None
-      if address is not None and Device[device].batch_launcher is not None and (address := address(len(slots))):
-        if runs[-1] and self._launch_steps[runs[-1][-1]][1] != device: runs.append([])
-        runs[-1].append(k)
-        addresses[k] = address
-      elif runs[-1]: runs.append([])
+      batchable = kind == "kernel" and Device[device].batch_launcher is not None
+      address_of = getattr(program, "batch_address", None) if batchable else None
+      if address_of is None or (address := address_of(len(slots))) is None:
+        if runs[-1]: runs.append([])
+        continue
+      if runs[-1] and self._launch_steps[runs[-1][-1]][1] != device: runs.append([])
+      runs[-1].append(k)
+      addresses[k] = address
     batches = {}
     for run in runs:
       if len(run) < 2: continue
@@ -411,7 +410,7 @@ class CompiledGraph:
 
   def _batches_ready(self) -> None:
     """Generate the replay again, now with launch batches (called by the device once it can make them)."""
-    if self._replay is not self._first_replay: self._replay = self._second_replay
+    if self._replay != self._first_replay: self._replay = self._second_replay  # (a new bound method each access: ==)
 
   @property
   def can_reuse_outputs(self) -> bool:

@@ -201,7 +201,7 @@ class JitFunction:
     leaves, in_tree = flatten((dyn_args, dyn_kwargs))
     if remembered is not None and len(leaves) == len(remembered[0]) and all(map(operator.is_, leaves, remembered[0])):
       self._memo_trees[remembered[1]] = in_tree  # the next call with these structures skips the flatten
-    bound = _bind_computed(leaves) or _bind_leaves(leaves)
+    bound = _bind_leaves(leaves)
     # inside another transform's trace (grad, vmap, an outer jit) the function is one CALL of its body there
     if bound is None: return call_traced(self.fun, args, kwargs, self._static_positions(len(args)),
                                          self.static_argnames, fn_name(self.fun))
@@ -392,6 +392,7 @@ def _bind_leaves(leaves: list, compute: bool = True) -> Optional[tuple[tuple, li
   traced. A Python int or float's signature is its weak type (its value is traced, so a new value does
   not retrace), and its Python value stands in for a buffer (the entry's input plan converts it); an
   array's is (shape, dtype, device). With compute=False lazy arguments stay lazy."""
+  if (bound := _bind_computed(leaves)) is not None: return bound
   from tgfn.tensor import Tensor
   if compute: _realize_lazy_together(leaves)
   sig, buffers = [], []

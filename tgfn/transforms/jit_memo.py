@@ -43,14 +43,13 @@ def _template(spec: Any) -> Any:
   return "ref"  # an array, or a frozen layer: weakly referenced, its identity stands for its subtree
 
 
-class ResultPlan:
-  """Per compiled entry: which elements of its tuple result can be remembered, their structure and leaf
-  ranges. `plan_for(out_tree)` is None when the result is not a tuple or no element qualifies."""
-  def __init__(self, elements: list[tuple[int, Any, Any, int, int]]):
-    self.elements = elements  # (element index, template, its tree structure, first leaf, end leaf)
+# per compiled entry, the elements of its tuple result that can be remembered: (element index, template,
+# its tree structure, first leaf, end leaf)
+ResultPlan = list[tuple[int, Any, Any, int, int]]
 
 
 def plan_for(out_tree: Any) -> Optional[ResultPlan]:
+  """None when the result is not a tuple or no element of it qualifies."""
   if out_tree.kind is not _KIND.TUPLE: return None
   elements, start = [], 0
   for i, child in enumerate(out_tree.children()):
@@ -58,7 +57,7 @@ def plan_for(out_tree: Any) -> Optional[ResultPlan]:
     if child.kind is not _KIND.LEAF and child.num_leaves and _immutable(child):
       elements.append((i, _template(child), child, start, end))
     start = end
-  return ResultPlan(elements) if elements else None
+  return elements or None
 
 
 class _Remembered:
@@ -74,7 +73,10 @@ class _Remembered:
     if template is None: return None
     if template == "ref":
       me = weakref.ref(self)
-      return weakref.ref(obj, lambda _, me=me: (r := me()) is not None and r._forget())
+
+      def forget(_: Any) -> None:
+        if (memo := me()) is not None: memo._forget()
+      return weakref.ref(obj, forget)
     return (template[0], [self._anchor(child, t) for child, t in zip(obj, template[1])])
 
   def _forget(self) -> None:
@@ -95,7 +97,7 @@ class ResultMemo:
   """What the last call returned, per remembered element (see the module docstring)."""
   def __init__(self, plan: ResultPlan, result: tuple, leaves: list):
     self.elements = [_Remembered(result[i], template, leaves[start:end], spec)
-                     for i, template, spec, start, end in plan.elements]
+                     for i, template, spec, start, end in plan]
 
   def flatten(self, args: tuple) -> Optional[tuple[list, tuple]]:
     """(leaves, structure token) of `args` when each is an array or a remembered element, else None. The
