@@ -194,6 +194,18 @@ def test_a_large_contraction_walks_its_rows_under_groups_of_panels(monkeypatch):
   assert all(o.op is not OptOps.BLOCK for o in small.opts), small.opts
 
 
+def test_a_copy_moving_much_memory_runs_on_the_threads(monkeypatch):
+  """A kernel without a reduction is bound by memory: one moving COPY_THREAD_BYTES or more (the packing of a
+  784x512 matmul operand: 1.6 MB read, 1.6 MB written) is split between the threads, a small one is not."""
+  from tgfn.codegen.heuristic import COPY_THREAD_BYTES
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  jit = __import__("tgfn").jit
+  pack, _ = jit(lambda a, b: a @ b).lower(tnp.ones((256, 784)), tnp.ones((784, 512))).kernels
+  assert 2 * 784 * 512 * 4 >= COPY_THREAD_BYTES and Opt(OptOps.THREAD, 0) in pack.opts, pack.opts
+  (small,) = jit(lambda x: x * 2 + 1).lower(tnp.ones((256, 256))).kernels
+  assert all(o.op is not OptOps.THREAD for o in small.opts), small.opts
+
+
 def test_a_grouped_contraction_equals_the_reference(monkeypatch):
   """Rows walked under groups of column panels compute the reference's product: the heuristic's group
   size lowered so that a small matmul's 8 panels form 4 groups."""

@@ -30,6 +30,11 @@ from tgfn.uop.symbolic import split_sum, symbolic
 THREAD_MIN_WORK = 2_000_000
 # ... unless it reads this many bytes: a long reduction is bound by memory, which a second core speeds up
 THREAD_MIN_BYTES = 2_500_000
+# ... and a kernel without a reduction (a copy, packing, an elementwise op) when it reads and writes this
+# many bytes together: in a training step its input was written moments before by other kernels, often on
+# the other core, and comes from L3. The MLP step's packings of w1 and w2 took 259 and 347 us there (52 and
+# 82 in a loop that keeps them in L2); split between the two cores, 214 and 203
+COPY_THREAD_BYTES = 1_500_000
 # vector lanes that some load gathers (or the store scatters) one scalar at a time: wider vectors do not
 # speed the gather and multiply the C. On AVX-512 the MLP step's transposing copies (16x16 blocks of scalar
 # loads), its 10-class epilogues and the packing of a transposed operand were 5 kernels of 30-35 K characters
@@ -183,7 +188,7 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     opts += grouped
 
   threadable = [i for i in out_axes if sizes[i] >= 2]  # the outermost loop that can be split
-  if _worth_threads(work, axes, loads, width if red_axes and vector_axis is not None else 1) and threadable:
+  if _worth_threads(work, axes, loads, stores, red_axes, width if red_axes and vector_axis is not None else 1) and threadable:
     opts.append(Opt(OptOps.THREAD, threadable[0]))
   return opts
 
@@ -272,15 +277,17 @@ def _panel_groups(axes: list[UOp], panels: int, cols: int, red_axes: list[int], 
   return [Opt(OptOps.BLOCK, panels, amount)]
 
 
-def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], lanes: int) -> bool:
+def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], stores: list[UOp], red_axes: list[int], lanes: int) -> bool:
   """Whether the kernel does enough to repay waking the worker pool. A vectorized reduction does `lanes`
   multiply-adds per instruction: a 64x128x128 matmul (2M loads, 23 us on one core) took 58 us on two.
   It is threaded still when its loads read enough memory (each load's footprint: the product of the axes
-  it moves along)."""
+  it moves along), or, without a reduction, when its loads and stores together move COPY_THREAD_BYTES."""
   if work // lanes >= THREAD_MIN_WORK: return True
-  if lanes == 1: return False
-  footprint = sum(ld.dtype.itemsize * math.prod(a.size for a in axes if stride(ld.src[1], a) != 0) for ld in loads)
-  return footprint >= THREAD_MIN_BYTES
+  def footprint(accesses: list[tuple[int, UOp]]) -> int:  # (item size, index) -> bytes touched
+    return sum(size * math.prod(a.size for a in axes if stride(idx, a) != 0) for size, idx in accesses)
+  read = footprint([(ld.dtype.itemsize, ld.src[1]) for ld in loads])
+  if not red_axes: return read + footprint([(st.src[2].dtype.itemsize, st.src[1]) for st in stores]) >= COPY_THREAD_BYTES
+  return lanes > 1 and read >= THREAD_MIN_BYTES
 
 
 def _renumbered(opt: Opt, a: int, b: int) -> Opt:
