@@ -33,8 +33,9 @@ THREAD_MIN_BYTES = 2_500_000
 # ... and a kernel without a reduction (a copy, packing, an elementwise op) when it reads and writes this
 # many bytes together: in a training step its input was written moments before by other kernels, often on
 # the other core, and comes from L3. The MLP step's packings of w1 and w2 took 259 and 347 us there (52 and
-# 82 in a loop that keeps them in L2); split between the two cores, 214 and 203
-COPY_THREAD_BYTES = 1_500_000
+# 82 in a loop that keeps them in L2); split between the two cores, 166 and 146, and its transposing copies
+# of x and h1 114 and 96 -> 44 and 38 (1.5 MB instead of 1 left the second on one core: the step 4% slower)
+COPY_THREAD_BYTES = 1_000_000
 # vector lanes that some load gathers (or the store scatters) one scalar at a time: wider vectors do not
 # speed the gather and multiply the C. On AVX-512 the MLP step's transposing copies (16x16 blocks of scalar
 # loads), its 10-class epilogues and the packing of a transposed operand were 5 kernels of 30-35 K characters
