@@ -71,7 +71,7 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in [
   Switch("TGFN_DISABLE_COMPILER_CACHE", False, _flag, "never read or write the on-disk compile cache"),
   Switch("TGFN_DISABLE_PLAN_CACHE", False, _flag, "never read or write whole jitted functions' plans on disk "
                                                   "(the kernel cache still works; docs/jit.md)"),
-  Switch("TGFN_COMPILE_JOBS", "", str, "C compiler processes a batch may run at once (default: the usable CPUs)"),
+  Switch("TGFN_COMPILE_JOBS", "", str, "C compiler processes a batch may run at once (default: one more than the usable CPUs)"),
   Switch("TGFN_TIERED_COMPILE", False, _flag, "build a large batch of new CPU kernels quickly first and swap in the "
                                                "optimized build when a background compile is done (docs/jit.md)"),
   Switch("TGFN_CAPTURE", "", str, "process replay: record every kernel's source under this folder "

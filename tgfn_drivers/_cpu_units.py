@@ -42,13 +42,17 @@ def unit_chars(started: int) -> int:
 
 
 def compile_jobs() -> int:
-  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else the CPUs this process may use.
-  With 1, a batch is one C unit per optimization level, compiled once codegen is done."""
+  """Compiler processes a batch may run at once: TGFN_COMPILE_JOBS, else one more than the CPUs this process
+  may use. A compiler process is not busy all its life (starting, writing and linking its output), and codegen
+  leaves gaps between kernels: with one process more, those gaps are filled and the last units are smaller, so
+  they finish closer together (the MLP step's first call, empty cache, 2 CPUs: 0.414 -> 0.383 s, medians of
+  8 alternating fresh processes; 4 processes ran as 3). With 1, a batch is one C unit per optimization level,
+  compiled once codegen is done."""
   if (value := settings.TGFN_COMPILE_JOBS).strip():
     if not value.strip().isdigit() or int(value) < 1:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
     return int(value)
-  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+  return 1 + (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[str, str]]]:

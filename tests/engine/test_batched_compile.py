@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import gc
 import io
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -136,6 +137,14 @@ def test_codegen_and_the_compiler_overlap(fresh, monkeypatch):
   out = tgfn.jit(many_kernels)(x, y)
   assert len(seen) == 9 and all(seen[1:])
   _assert_equal(out, many_kernels(x, y))
+
+
+def test_compile_jobs_default_to_one_more_than_the_cpus(monkeypatch):
+  """One compiler process more than the CPUs fills the gaps that starting and linking and codegen leave."""
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "")
+  assert _cpu_units.compile_jobs() == len(os.sched_getaffinity(0)) + 1
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  assert _cpu_units.compile_jobs() == 1
 
 
 def test_compile_jobs_must_be_a_positive_whole_number(monkeypatch):
