@@ -24,6 +24,9 @@ from tgfn.viz.locations import at_user_line
 
 Scalar = Union[bool, int, float]
 ArrayLike = Union["Array", np.ndarray, Scalar, Sequence]
+# devices whose launches finish before they return (no synchronize): block_until_ready has nothing to wait
+# for there, and skips the device lookup (a device's synchronize is fixed when it is made)
+_SYNCHRONOUS_DEVICES: set[str] = set()
 
 
 def _bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -146,7 +149,9 @@ class Array:
     """Compute the value and wait until it is in memory: on an asynchronous device (OPENCL, CUDA,
     WEBGPU) a realized buffer may still be waiting for queued kernels, so the driver synchronizes."""
     if (u := self.uop).op is not Ops.BUFFER: u = self._value()  # (realize's work, one call less when computed)
-    if u.op is Ops.BUFFER and (synchronize := Device[u.device].synchronize) is not None: synchronize()
+    if u.op is Ops.BUFFER and (name := u.arg[1]) not in _SYNCHRONOUS_DEVICES:
+      if (synchronize := Device[name].synchronize) is None: _SYNCHRONOUS_DEVICES.add(name)
+      else: synchronize()
     return self
 
   @staticmethod

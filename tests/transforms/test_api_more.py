@@ -114,3 +114,25 @@ def test_make_jaxpr_prints_let_bound_primitives():
   assert len(jaxpr.eqns) == 6 and jaxpr.invars == ("b:f32[3]", "c:i32[3]")
   static = tgfn.make_jaxpr(lambda x, n: x * n, static_argnums=1)(tnp.ones(2), 3)
   assert static.invars == ("a:f32[2]",) and "3.0:f32[]" in str(static) and static.eqns[-1].primitive == "mul"
+
+
+def test_block_until_ready_waits_on_asynchronous_devices_and_skips_the_lookup_on_synchronous_ones(monkeypatch):
+  """A device whose launches finish before they return has nothing to wait for: after the first look, its
+  arrays' block_until_ready does not look the device up again. One with a synchronize calls it every time."""
+  import tgfn.array as array_module
+  calls, lookups = [], []
+
+  class FakeDevices:
+    def __init__(self, synchronize): self.synchronize = synchronize
+    def __getitem__(self, name):
+      lookups.append(name)
+      return self
+
+  x = tnp.ones(3).block_until_ready()
+  monkeypatch.setattr(array_module, "_SYNCHRONOUS_DEVICES", set())
+  monkeypatch.setattr(array_module, "Device", FakeDevices(lambda: calls.append(1)))
+  x.block_until_ready(), x.block_until_ready()
+  assert len(calls) == 2 and len(lookups) == 2
+  monkeypatch.setattr(array_module, "Device", FakeDevices(None))
+  x.block_until_ready(), x.block_until_ready()
+  assert len(lookups) == 3

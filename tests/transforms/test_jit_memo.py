@@ -1,5 +1,6 @@
 """A jitted function's own results passed back in are taken without flattening them again
-(tgfn/transforms/jit_memo.py): only immutable results, only the very same objects, and nothing kept alive."""
+(tgfn/transforms/jit_memo.py), and the very arrays of its last call without building their signature:
+only immutable results, only the very same objects, and nothing kept alive."""
 import gc
 import weakref
 
@@ -102,3 +103,40 @@ def test_clear_cache_forgets_the_remembered_structures():
   assert step._last is None and not step._memo_trees
   model, state, loss = step(model, state, *_batch(3))
   assert np.isfinite(float(loss))
+
+
+class _CountingDict(dict):
+  gets = 0
+
+  def get(self, key, default=None):
+    type(self).gets += 1
+    return super().get(key, default)
+
+
+def test_the_same_arrays_again_skip_the_signature_lookup():
+  """A call given the very arrays of the last all-Array call goes straight to its entry: no signature is
+  built or looked up. Other arrays of the same shape are looked up, and give their own results."""
+  f = tgfn.jit(lambda x, y: x * 2 + y)
+  x, y = tnp.array(np.arange(4, dtype=np.float32)), tnp.ones(4)
+  f(x, y), f(x, y)  # (traced, then found by signature)
+  f._flat_cache = _CountingDict(f._flat_cache)
+  _CountingDict.gets = 0
+  np.testing.assert_array_equal(np.asarray(f(x, y)), np.arange(4) * 2 + 1)
+  np.testing.assert_array_equal(np.asarray(f(x, y)), np.arange(4) * 2 + 1)
+  assert _CountingDict.gets == 0
+  z = tnp.array(np.full(4, 5, np.float32))
+  np.testing.assert_array_equal(np.asarray(f(z, y)), np.full(4, 11))
+  assert _CountingDict.gets == 1
+  np.testing.assert_array_equal(np.asarray(f(x, z)), np.arange(4) * 2 + 5)  # (one argument the same: looked up)
+  assert _CountingDict.gets == 2
+
+
+def test_the_same_arrays_path_keeps_no_argument_alive():
+  f = tgfn.jit(lambda x: x + 1)
+  x = tnp.ones(3)
+  f(x), f(x)
+  node = weakref.ref(x.uop)
+  del x
+  gc.collect()
+  assert node() is None
+  np.testing.assert_array_equal(np.asarray(f(tnp.zeros(3))), np.ones(3))

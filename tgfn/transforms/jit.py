@@ -145,6 +145,9 @@ class JitFunction:
     # call's tree structure per token of the arguments' structures
     self._last: Optional[_Entry] = None
     self._memo_trees: dict[tuple, Any] = {}
+    # the entry of the last all-Array call and weak references to its arguments' nodes: a call given the very
+    # same computed arrays again (a loop over one input) skips building and looking up their signature
+    self._same_args: Optional[tuple[_Entry, list[weakref.ref]]] = None
     self._keys_seen: list[Any] = []
     self.trace_count = 0
     # threads whose first calls race trace and compile once; reentrant: tracing may call this function
@@ -154,7 +157,7 @@ class JitFunction:
   def clear_cache(self) -> None:
     self._cache.clear()
     self._flat_cache.clear()
-    self._last = None
+    self._last = self._same_args = None
     self._memo_trees.clear()  # (its tokens name structures of the entries just dropped)
 
   def _static_positions(self, n_args: int) -> set[int]:
@@ -180,6 +183,13 @@ class JitFunction:
 
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     if not kwargs:  # fast path: every argument an already-computed Array, a signature seen before
+      if (same := self._same_args) is not None and len(args) == len(same[1]):
+        inputs = []
+        for a, node in zip(args, same[1]):
+          if type(a) is not Array or (u := a.uop) is not node(): break
+          inputs.append(u.buffer)
+        else:
+          return self._run(same[0], inputs, args)
       sig, inputs = [], []
       for a in args:
         if type(a) is not Array or (u := a.uop).op is not Ops.BUFFER: break
@@ -187,7 +197,9 @@ class JitFunction:
         inputs.append(u.buffer)
       else:
         entry = self._flat_cache.get(tuple(sig))
-        if entry is not None: return self._run(entry, inputs, args)
+        if entry is not None:
+          self._same_args = (entry, [weakref.ref(a.uop) for a in args])
+          return self._run(entry, inputs, args)
     remembered = None
     if not kwargs and not self.static_argnums and (last := self._last) is not None and last.memo is not None:
       remembered = last.memo.flatten(args)
