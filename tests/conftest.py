@@ -111,11 +111,14 @@ def _isolated_cache_and_spec_checks(tmp_path_factory, monkeypatch):
   monkeypatch.setenv("SPEC", "1")
 
 
-def panel_columns() -> int:
+def panel_columns(large: bool = False) -> int:
   """The float32 columns of a tiled contraction's panel on this machine: two vectors (16 with AVX2, 32 with
-  AVX-512)."""
+  AVX-512), or for a `large` one (SMALL_TILE_WORK or more) with 32 registers four (64 with AVX-512)."""
+  from tgfn.codegen.heuristic import WIDE_TILE_REGISTERS, WIDE_TILE_VECTORS
   from tgfn.device import Device
-  return 2 * Device["CPU"].renderer.vector_bytes // 4
+  renderer = Device["CPU"].renderer
+  vectors = WIDE_TILE_VECTORS if large and renderer.registers >= WIDE_TILE_REGISTERS else 2
+  return vectors * renderer.vector_bytes // 4
 
 
 def assert_close(actual, expected, rtol: float = 1e-6, atol: float = 1e-6, check_dtype: bool = True) -> None:

@@ -190,7 +190,7 @@ def test_a_large_contraction_walks_its_rows_under_groups_of_panels(monkeypatch):
   monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
   jit = __import__("tgfn").jit
   _, big = jit(lambda a, b: a @ b).lower(tnp.ones((2048, 2048)), tnp.ones((2048, 2048))).kernels
-  assert Opt(OptOps.BLOCK, 0, PANEL_GROUP_BYTES // (2048 * panel_columns() * 4)) in big.opts, big.opts
+  assert Opt(OptOps.BLOCK, 0, PANEL_GROUP_BYTES // (2048 * panel_columns(large=True) * 4)) in big.opts, big.opts
   assert big.opts[-1] == Opt(OptOps.THREAD, 0), big.opts  # the groups split between the threads
   _, small = jit(lambda a, b: a @ b).lower(tnp.ones((1024, 1024)), tnp.ones((1024, 1024))).kernels
   assert all(o.op is not OptOps.BLOCK for o in small.opts), small.opts
@@ -385,3 +385,19 @@ def test_a_small_contraction_keeps_a_small_tile(monkeypatch):
   got = _with_device("CPU", monkeypatch, run)
   _compare(got, _with_device("PYTHON", monkeypatch, run))
   np.testing.assert_allclose(got, w - 0.01 * (h.T @ g), rtol=2e-5, atol=1e-5)
+
+
+def test_a_large_tile_is_four_vectors_by_four_rows_on_32_registers():
+  """With 32 vector registers a large contraction's tile is 4 rows by 4 vectors (4 loads of B and 4
+  broadcasts of A per step of the depth for 16 multiply-adds), rows outer; with 16 it stays 6 rows by 2
+  vectors; a small contraction keeps its small tile either way."""
+  from tgfn.codegen.heuristic import hand_coded_opts
+  from tgfn.codegen.pipeline import scalar_passes
+  from tgfn.schedule.schedule import create_schedule
+  def tile(n, vector_bytes, registers):
+    a, b = tnp.ones((n, n)).realize(), tnp.ones((n, n)).realize()
+    ast = scalar_passes(create_schedule([(a @ b).uop])[-1].kernel.ast, Device["CPU"].renderer)
+    return [o for o in hand_coded_opts(ast, vector_bytes, registers) if o.op is OptOps.UPCAST]
+  assert tile(1024, 64, 32) == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4)]
+  assert tile(1024, 32, 16) == [Opt(OptOps.UPCAST, 1, 6), Opt(OptOps.UPCAST, 0, 2)]
+  assert tile(64, 64, 32) == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2)]
