@@ -417,7 +417,6 @@ class CPUProgram:
     if self.fxn.argtypes is None: self.fxn.argtypes = pointers
     return self.fxn if tuple(self.fxn.argtypes) == pointers and not self.provisional else self
 
-
   def batch_address(self, n_pointers: int) -> Optional[int]:
     """The function's address, for a launch from a LaunchBatch with `n_pointers` buffer pointers and no
     scalar parameter; None if it cannot be (a provisional program is called through itself)."""

@@ -80,7 +80,8 @@ def _short_columns(red: UOp, shape: tuple[int, ...], k_axis: int, j_axis: int, o
   rows = [x for i, x in enumerate(src.src) if i not in b_at]
   if len(b_at) != 1 or len(rows) != 1 or rows[0].op is not Ops.EXPAND: return None
   a, b = rows[0].src[0], src.src[b_at[0]].src[0]
-  if k_axis not in _varying(a) or j_axis in _varying(a) or _k_strided(a, _varying(a)[-1] == k_axis): return None
+  a_axes = _varying(a)
+  if k_axis not in a_axes or j_axis in a_axes or _k_strided(a, a_axes[-1] == k_axis): return None
   if not _k_strided(b, _varying(b)[-1] == k_axis): return None
   copied = _contiguous_along(b, k_axis)
   new_src = tuple(UOp(Ops.EXPAND, x.dtype, (copied,), x.arg) if i == b_at[0] else x for i, x in enumerate(src.src))

@@ -190,16 +190,9 @@ class JitFunction:
           inputs.append(u.buffer)
         else:
           return self._run(same[0], inputs, args)
-      sig, inputs = [], []
-      for a in args:
-        if type(a) is not Array or (u := a.uop).op is not Ops.BUFFER: break
-        sig.append((u.arg[2], u.dtype.name, u.arg[1]))
-        inputs.append(u.buffer)
-      else:
-        entry = self._flat_cache.get(tuple(sig))
-        if entry is not None:
-          self._same_args = (entry, [weakref.ref(a.uop) for a in args])
-          return self._run(entry, inputs, args)
+      if (bound := _bind_computed(args)) is not None and (entry := self._flat_cache.get(bound[0])) is not None:
+        self._same_args = (entry, [weakref.ref(a.uop) for a in args])
+        return self._run(entry, bound[1], args)
     remembered = None
     if not kwargs and not self.static_argnums and (last := self._last) is not None and last.memo is not None:
       remembered = last.memo.flatten(args)
@@ -389,7 +382,7 @@ def _result(buffer: Any, shape: tuple[int, ...]) -> Array:
   return x
 
 
-def _bind_computed(leaves: list) -> Optional[tuple[tuple, list]]:
+def _bind_computed(leaves: Sequence[Any]) -> Optional[tuple[tuple, list]]:
   """_bind_leaves when every leaf is an already-computed Array (the common call), in one pass; else None."""
   sig, buffers = [], []
   for x in leaves:
