@@ -15,7 +15,7 @@ units and finds them in the disk cache.
 Compiler processes are started and reaped on the calling thread, between kernels as codegen yields them
 (`CompileJob`): a helper thread would wait for the interpreter lock, which codegen holds, at every step of
 starting or reaping a process. While codegen runs, at most `jobs - 1` compile (it keeps a core to itself: the
-last units wait for it); once it is done, `jobs` of them.
+last units wait for it); once it is done, every unit left (up to twice `jobs`).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from tgfn_drivers._cpu_tiers import lower_priority
 FIRST_UNIT_CHARS = 8_000
 UNIT_CHARS = 40_000
 TAIL_CHARS = 10_000
+FINAL_JOBS_PER_JOB = 2
 
 
 def unit_chars(started: int) -> int:
@@ -172,9 +173,13 @@ class UnitCompiler:
       self.running.append(unit)
 
   def finish(self) -> list[Unit]:
-    """Compile what is left, `jobs` at a time; every unit with its binary."""
+    """Compile what is left; every unit with its binary. Codegen is over, so a unit no longer waits for a core:
+    every one left starts now (at most FINAL_JOBS_PER_JOB x jobs processes, bounding memory) and the system
+    shares the cores among them. They finish together instead of a queued one running alone at the end, with
+    the other cores idle (the MLP step's first call, empty cache, 2 CPUs: 0.95x the time, medians of 16 and
+    10 alternating fresh processes)."""
     while self.queue or self.running:
-      self.pump(self.jobs)
+      self.pump(FINAL_JOBS_PER_JOB * self.jobs)
       if self.running: wait_for_any([u.job for u in self.running])
     return self.units
 

@@ -162,6 +162,25 @@ def test_units_start_small_and_double_up_to_unit_chars(fresh, monkeypatch):
   assert sorted(len(src) for src in fresh) == sorted([200, 400, 800, 800, 400])
 
 
+def test_units_left_when_codegen_ends_all_start_at_once(fresh, monkeypatch):
+  """While codegen runs, at most jobs - 1 compilers run and closed units queue; once it is done, every unit
+  left starts (up to FINAL_JOBS_PER_JOB x jobs), so none runs alone at the end while other cores idle."""
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
+  monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 100)  # one unit per kernel: codegen (a list here) outruns gcc
+  live, most, real_start, real_result = [0], [0], cpu.CCompiler.start, cpu.CompileJob.result
+  def start(self, src, background=False):
+    live[0] += 1
+    most[0] = max(most[0], live[0])
+    return real_start(self, src, background)
+  def result(self):
+    live[0] -= 1
+    return real_result(self)
+  monkeypatch.setattr(cpu.CCompiler, "start", start)
+  monkeypatch.setattr(cpu.CompileJob, "result", result)
+  _run_all(cpu.build_many([_kernel(f"s{i}", i + 0.5, light=True, pad=60) for i in range(8)]), [i + 0.5 for i in range(8)])
+  assert most[0] == 2 * 2
+
+
 def test_compilers_are_started_and_reaped_on_the_calling_thread(fresh, monkeypatch):
   """No helper thread: one would wait for the interpreter lock, which codegen holds, at every step of
   starting a compiler or noticing its end."""
