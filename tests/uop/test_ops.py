@@ -20,6 +20,36 @@ def test_nan_constants_are_hash_consed():
   assert UOp.const(dtypes.float32, 1.0) + nan is UOp.const(dtypes.float32, 1.0) + UOp.const(dtypes.float32, float("nan"))
 
 
+def test_threads_building_equal_new_nodes_get_one_object():
+  """A miss builds the node and publishes it with one atomic setdefault: of threads racing to build equal
+  nodes, every one returns the node published first (identity stays equality)."""
+  import sys
+  import threading
+  threads, rounds = 8, 300
+  barrier, built = threading.Barrier(threads), [[] for _ in range(threads)]
+  def build(i: int) -> None:
+    barrier.wait()
+    built[i] = [UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("race", n)) for n in range(rounds)]
+  switch = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)  # switch threads as often as possible
+  try:
+    workers = [threading.Thread(target=build, args=(i,)) for i in range(threads)]
+    for w in workers: w.start()
+    for w in workers: w.join()
+  finally:
+    sys.setswitchinterval(switch)
+  assert all(a is b for nodes in built[1:] for a, b in zip(built[0], nodes))
+
+
+def test_a_collected_node_can_be_built_again():
+  import gc
+  node = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
+  del node
+  gc.collect()
+  again = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
+  assert again.arg == ("collected", 1) and again is UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
+
+
 def test_uops_are_immutable():
   with pytest.raises(AttributeError, match="immutable"):
     UOp.const(dtypes.int32, 1).arg = 2

@@ -110,9 +110,8 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     axis into vector lanes and read the strides along the lanes (a packed layout is contiguous only
     within its panels)."""
     if sizes[axis] % width: return False, 0
-    split = graph_rewrite(apply_opt(ast, Opt(OptOps.VECTOR, axis, width)), symbolic)
-    lane = next(u for u in toposort([split]) if u.op is Ops.RANGE and u.kind is AxisType.VECTOR)
-    parts = toposort([split])
+    parts = toposort([graph_rewrite(apply_opt(ast, Opt(OptOps.VECTOR, axis, width)), symbolic)])
+    lane = next(u for u in parts if u.op is Ops.RANGE and u.kind is AxisType.VECTOR)
     store_ok = all(stride(u.src[1], lane) in (0, 1) for u in parts if u.op is Ops.STORE)
     return store_ok, sum(1 for u in parts if u.op is Ops.LOAD and stride(u.src[1], lane) == 1)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-import threading
 import weakref
 from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses to drop an entry
 from enum import Enum, auto
@@ -24,8 +23,6 @@ from tgfn import helpers
 from tgfn.dtype import DType, dtypes
 
 _NAN = float("nan")  # the one NaN object CONST args hold (see UOp.__new__)
-# guards building a new node; reentrant because a dead node's weakref callback may run inside the block
-_cache_lock = threading.RLock()
 
 
 class Ops(Enum):
@@ -164,17 +161,18 @@ class UOp:
       if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
     except TypeError:
       raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from None
-    # a miss: look again under the lock, or two threads could each build an equal node and identity
-    # would no longer be equality (get-then-set is not atomic)
-    with _cache_lock:
-      if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None: return hit
-      self = object.__new__(cls)
-      object.__setattr__(self, "op", op)
-      object.__setattr__(self, "dtype", dtype)
-      object.__setattr__(self, "src", src)
-      object.__setattr__(self, "arg", arg)
-      # when the node dies, its entry goes -- unless a live node has taken the key since (C: atomic)
-      _nodes[key] = weakref.ref(self, lambda _, key=key: _remove_dead_weakref(_nodes, key))
+    # a miss: build the node, then publish it with one setdefault, which is atomic: of two threads building
+    # an equal node, both return the one published first, so identity stays equality
+    self = object.__new__(cls)
+    _set_op(self, op)
+    _set_dtype(self, dtype)
+    _set_src(self, src)
+    _set_arg(self, arg)
+    # when the node dies, its entry goes -- unless a live node has taken the key since (C: atomic)
+    ref = weakref.ref(self, lambda _, key=key: _remove_dead_weakref(_nodes, key))
+    while (published := _nodes.setdefault(key, ref)) is not ref:
+      if (hit := published()) is not None: return hit
+      _remove_dead_weakref(_nodes, key)  # a dead node's entry its callback has not removed yet
     return self
 
   @classmethod
@@ -329,6 +327,9 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
   # a bound outside the dtype means the arithmetic may wrap: know nothing then
   return (lo, hi) if full[0] <= lo and hi <= full[1] else full
 
+
+# the fields' slot setters: UOp.__setattr__ refuses them, and these are quicker than object.__setattr__
+_set_op, _set_dtype, _set_src, _set_arg = UOp.op.__set__, UOp.dtype.__set__, UOp.src.__set__, UOp.arg.__set__
 
 def normalize_const(value: Any, dtype: DType) -> Any:
   """The Python value a CONST of `dtype` holds: bool, int wrapped to the dtype's width, or float."""
