@@ -43,6 +43,18 @@ def test_movement_ops_make_no_kernel():
   assert n_kernels(moved * 2 + a.sum()) == 2  # a broadcast reduction gets a kernel of its own
 
 
+def test_a_reshape_that_adds_or_drops_unit_axes_reads_the_same_loop_variables():
+  """(4, 1, 6) -> (4, 6) moves no element: the lowered kernel indexes the source with the output's own loops,
+  not a linear index split again by // and % (index arithmetic simplification would only remove again)."""
+  from tgfn.schedule.kernelize import find_realize_points, lower_kernel
+  a = realized(4, 1, 6)
+  out = (a.reshape(4, 6) * 2).uop
+  kernel = lower_kernel([out], find_realize_points([out]))
+  ops = {u.op for u in kernel.ast.toposort()}
+  assert Ops.IDIV not in ops and Ops.MOD not in ops, ops
+  assert_close((a.reshape(4, 6) * 2).numpy(), np.asarray(a).reshape(4, 6) * 2)
+
+
 def test_broadcast_reduction_is_computed_once_not_per_element():
   a = realized(8, 8)
   centered = a - a.mean(1, keepdims=True)

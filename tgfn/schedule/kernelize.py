@@ -11,9 +11,10 @@ Everything else -- elementwise chains, movement ops, reductions consumed where t
 into the kernel that needs it. Movement ops never make kernels: they only change index expressions.
 
 Lowering ("rangeify") computes the kernel's output at a symbolic index: one RANGE per output axis.
-Each tensor-level op maps an index into its source's index (RESHAPE re-splits a linear index, PAD
-adds a validity gate, EXPAND pins broadcast axes to 0, ...), elementwise ops apply to lowered sources,
-and REDUCE_AXIS opens fresh RANGEs for its reduced axes. Realized inputs become gated LOADs.
+Each tensor-level op maps an index into its source's index (RESHAPE re-splits a linear index, or keeps
+the loop variables when it only adds or drops axes of size 1; PAD adds a validity gate; EXPAND pins
+broadcast axes to 0, ...), elementwise ops apply to lowered sources, and REDUCE_AXIS opens fresh RANGEs
+for its reduced axes. Realized inputs become gated LOADs.
 """
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ def linear_index(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
   for i, st, n in zip(idx, strides_for(shape), shape):
     if n != 1: out = out + i * st
   return out
+
+
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """`shape` without its axes of size 1: shapes equal so hold the same elements at the same positions."""
+  return tuple(n for n in shape if n != 1)
+
+
+def _at_axes(loops: tuple[UOp, ...], shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  """An index into `shape`: `loops` on its axes longer than 1, in order, and 0 on the others."""
+  rest = iter(loops)
+  return tuple(UOp.const(_IDX, 0) if n == 1 else next(rest) for n in shape)
 
 
 def _and(a: Optional[UOp], b: Optional[UOp]) -> Optional[UOp]:
@@ -202,6 +214,10 @@ class _Lowerer:
     src_shape = node.src[0].shape
     same = lambda v: v[0]  # noqa: E731
     if op is Ops.RESHAPE:
+      # adding or dropping axes of size 1 moves no element: the source reads the same loop variables, with
+      # no index arithmetic to build (a linear index re-split) and simplify away again
+      if squeezed(src_shape) == squeezed(node.shape):
+        return [(node.src[0], _at_axes(tuple(i for i, n in zip(idx, node.shape) if n != 1), src_shape), gate)], same
       linear = linear_index(idx, node.shape)
       new = tuple(UOp.const(_IDX, 0) if n == 1 else (linear // st) % n
                   for st, n in zip(strides_for(src_shape), src_shape))
@@ -261,7 +277,7 @@ def lower_kernel(roots: list[UOp], realized: set[UOp]) -> LoweredKernel:
   if roots[0].op is Ops.SCATTER: return lower_scatter(roots[0], realized)
   lowerer = _Lowerer(roots, realized)
   shape = roots[0].shape
-  idx = tuple(UOp.const(_IDX, 0) if n == 1 else UOp.range(n, unique_id(), AxisType.GLOBAL) for n in shape)
+  idx = _at_axes(tuple(UOp.range(n, unique_id(), AxisType.GLOBAL) for n in squeezed(shape)), shape)
   at = linear_index(idx, shape)
   stores = [UOp(Ops.STORE, None, (lowerer.global_for(r), at, lowerer.lower(r, idx, None))) for r in roots]
   return _finish(lowerer, stores, shape, "r" if lowerer.has_reduce else "E", len(roots))
