@@ -331,6 +331,7 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
 # the fields' slot setters: UOp.__setattr__ refuses them, and these are quicker than object.__setattr__
 _set_op, _set_dtype, _set_src, _set_arg = UOp.op.__set__, UOp.dtype.__set__, UOp.src.__set__, UOp.arg.__set__
 
+
 def normalize_const(value: Any, dtype: DType) -> Any:
   """The Python value a CONST of `dtype` holds: bool, int wrapped to the dtype's width, or float."""
   if dtype is None: return value
