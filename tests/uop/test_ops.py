@@ -41,13 +41,16 @@ def test_threads_building_equal_new_nodes_get_one_object():
   assert all(a is b for nodes in built[1:] for a, b in zip(built[0], nodes))
 
 
-def test_a_collected_node_can_be_built_again():
+def test_a_collected_node_leaves_the_table_and_can_be_built_again():
   import gc
+  from tgfn.uop.ops import _nodes
   node = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
+  key = next(k for k, ref in _nodes.items() if ref() is node)
   del node
   gc.collect()
+  assert key not in _nodes  # its weakref callback dropped the entry
   again = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
-  assert again.arg == ("collected", 1) and again is UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
+  assert _nodes[key]() is again and again is UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("collected", 1))
 
 
 def test_uops_are_immutable():

@@ -105,7 +105,7 @@ def _rows_along_k(operand: UOp, shape: tuple[int, ...], k_axis: int, j_axis: int
   x.T @ dz ran at 67 GFLOP/s per core against 88 for x @ w)."""
   if operand.op is not Ops.EXPAND: return operand
   a = operand.src[0]
-  varying = [i for i in range(len(shape)) if a.shape[i] > 1]
+  varying = _varying(a)
   if j_axis in varying or k_axis not in varying or not _k_strided(a, varying[-1] == k_axis): return operand
   return UOp(Ops.EXPAND, operand.dtype, (_contiguous_along(a, k_axis),), operand.arg)
 
