@@ -92,13 +92,23 @@ def time_calls(fn: Callable[[], Any], reps: int, warmup: int = 3, max_seconds: O
   return Timing(samples)
 
 
+# Idle time before each framework's turn in a round. A BLAS's worker threads keep spinning after a call
+# returns, waiting for the next one: OpenBLAS's for ~0.1 s. On a 2-core machine they take a core from
+# whoever runs next. Measured on a 2048^2 matmul, medians of 8 calls: tgfn right after NumPy's product
+# 140 GFLOP/s, 160 after 50 ms idle, 190-204 after 200 ms (and after its own calls). Without the pause,
+# the framework that follows NumPy (or torch) in the round order pays for it.
+PAUSE_BETWEEN_FRAMEWORKS = 0.25
+
+
 def interleave(calls: dict[str, Callable[[], Any]], rounds: int, reps: int, round_seconds: float,
-               warmup: int = 1) -> dict[str, Union[Timing, str]]:
+               warmup: int = 1, pause: Optional[float] = None) -> dict[str, Union[Timing, str]]:
   """Time several frameworks side by side: `warmup` untimed calls each (compiles), then `rounds` rounds
   in which every framework in turn makes up to `reps` timed calls (at least 1, stopping once
-  `round_seconds` are spent). The samples of all rounds are pooled per framework. Interleaving spreads a
-  slow period of a shared machine over all frameworks instead of penalising one. A framework that
-  raises is dropped from later rounds; its entry is then the reason (a string)."""
+  `round_seconds` are spent), after `pause` idle seconds (another framework's threads winding down; by
+  default PAUSE_BETWEEN_FRAMEWORKS, none for rounds shorter than that: --quick runs, rough figures anyway).
+  The samples of all rounds are pooled per framework. Interleaving spreads a slow period of a shared
+  machine over all frameworks instead of penalising one. A framework that raises is dropped from later
+  rounds; its entry is then the reason (a string)."""
   out: dict[str, Union[Timing, str]] = {}
   live = {}
   for name, fn in calls.items():
@@ -108,9 +118,11 @@ def interleave(calls: dict[str, Callable[[], Any]], rounds: int, reps: int, roun
     except Exception as e:
       out[name] = error_text(e)
   settle()
+  if pause is None: pause = PAUSE_BETWEEN_FRAMEWORKS if round_seconds > PAUSE_BETWEEN_FRAMEWORKS else 0.0
   for _ in range(rounds):
     for name, fn in list(live.items()):
       gc.collect()
+      if pause and len(live) > 1: time.sleep(pause)
       try:
         out[name] = out[name].merge(time_calls(fn, reps, warmup=0, max_seconds=round_seconds, min_reps=1))
       except Exception as e:

@@ -45,3 +45,23 @@ def test_a_target_can_name_a_variant_of_tgfns_figure():
   lines = "\n".join(target_lines([row]))
   assert "| heuristic >= 0.8 x the best peer | 150 | 200 (numpy) | 0.75 | **no** |" in lines
   assert "| with BEAM >= 1.0 x the best peer | 210 | 200 (numpy) | 1.05 | yes |" in lines
+
+
+def test_interleave_lets_each_framework_start_after_the_others_threads_went_idle(monkeypatch):
+  """Each framework's turn in a round starts after PAUSE_BETWEEN_FRAMEWORKS idle seconds (a BLAS's threads
+  spin on after its call and slow whoever runs next); none with one framework, none in --quick rounds."""
+  sys.path.insert(0, str(ROOT / "bench"))
+  try:
+    import common
+  finally:
+    sys.path.remove(str(ROOT / "bench"))
+  events = []
+  monkeypatch.setattr(common.time, "sleep", lambda s: events.append(("idle", s)))
+  calls = {"a": lambda: events.append("a"), "b": lambda: events.append("b")}
+  common.interleave(calls, rounds=2, reps=1, round_seconds=1.0, warmup=0)
+  pause = ("idle", common.PAUSE_BETWEEN_FRAMEWORKS)
+  assert common.PAUSE_BETWEEN_FRAMEWORKS >= 0.2 and events == [pause, "a", pause, "b"] * 2
+  events.clear()
+  common.interleave({"a": calls["a"]}, rounds=2, reps=1, round_seconds=1.0, warmup=0)
+  common.interleave(calls, rounds=1, reps=1, round_seconds=0.1, warmup=0)
+  assert events == ["a", "a", "a", "b"]
