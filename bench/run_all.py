@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import FRAMEWORKS, PAUSE_BETWEEN_FRAMEWORKS, REPO_ROOT, Row, detail_lines, fmt_num, machine_info, markdown_tables, numpy_blas, version_of
+from common import (FRAMEWORKS, PAUSE_BETWEEN_FRAMEWORKS, REPO_ROOT, Row, detail_lines, fmt_num, machine_info,
+                    markdown_tables, numpy_blas, version_of)
 
 BENCH = Path(__file__).resolve().parent
 # in the order of the table; the extras (conv net, fusions) last
@@ -92,10 +93,11 @@ def method_lines(args: argparse.Namespace, started: str) -> list[str]:
     f"- Every workload is its own script in `bench/`, run in its own process by `python bench/run_all.py"
     f"{' --quick' if args.quick else ''}`. Inside it, all installed frameworks run side by side: after "
     "warm-up calls (which compile), interleaved rounds — every framework in turn, each for a time budget "
-    f"per round, at least one call, after a {PAUSE_BETWEEN_FRAMEWORKS} s pause (the previous framework's BLAS threads spin on for "
-    "~0.1 s after a call and would slow the next one) — each call timed on its own with `time.perf_counter_ns` with its result "
-    "ready (`block_until_ready`, `.realize()`, or eager). Samples are pooled over rounds and the **median** "
-    "is reported (p10–p90 and the number of calls in the details). Throughputs are work / median time. "
+    f"per round, at least one call, after a {PAUSE_BETWEEN_FRAMEWORKS} s pause (the previous framework's "
+    "BLAS threads spin on for ~0.1 s after a call and would slow the next one) — each call timed on its own "
+    "with `time.perf_counter_ns` with its result ready (`block_until_ready`, `.realize()`, or eager). "
+    "Samples are pooled over rounds and the **median** is reported (p10–p90 and the number of calls in the "
+    "details). Throughputs are work / median time. "
     "Before timing, each framework's result is checked against a float64 NumPy computation.",
     "- The first-call rows run each measurement in a fresh process (an empty `TGFN_CACHE_DIR` / "
     "`jax_compilation_cache_dir` / tinygrad `CACHEDB`, then again on the filled one); peak RSS is each "
