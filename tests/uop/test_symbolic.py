@@ -119,3 +119,54 @@ def test_a_simplified_graph_is_not_matched_again():
   tried.clear()
   assert graph_rewrite(once, plain) is once and len(tried) >= 5
   assert graph_rewrite(index, symbolic) is once  # the same simplification as without marks
+
+
+def _split_by_walking(x: UOp):
+  """split_sum's definition: walk the whole sum (right operands first), merge like terms in order of first
+  appearance, drop the ones that cancel."""
+  terms, const, stack = {}, 0, [(x, 1)]
+  while stack:
+    node, coeff = stack.pop()
+    if node.op is Ops.ADD: stack.extend((s, coeff) for s in node.src)
+    elif node.op is Ops.CONST: const += node.arg * coeff
+    elif node.op is Ops.MUL and node.src[1].op is Ops.CONST: stack.append((node.src[0], coeff * node.src[1].arg))
+    else: terms[node] = terms.get(node, 0) + coeff
+  return [(t, c) for t, c in terms.items() if c != 0], const
+
+
+sums = st.recursive(leaves | st.sampled_from(["i//2", "j%3"]),
+                    lambda inner: st.tuples(st.sampled_from(["+", "*"]), inner, inner | st.integers(-3, 3)), max_leaves=12)
+
+
+def build_sum_expr(e, env):
+  if isinstance(e, int): return UOp.const(I, e)
+  if isinstance(e, str): return env[e]
+  op, a, b = e
+  a, b = build_sum_expr(a, env), (UOp.const(I, b) if isinstance(b, int) else build_sum_expr(b, env))
+  return a + b if op == "+" or b.op is not Ops.CONST else a * b
+
+
+@settings(max_examples=300)
+@given(sums, st.sampled_from(["none", "bottom-up", "top"]))
+def test_split_sum_reads_kept_sub_sums_exactly_as_a_walk(e, first):
+  """A sum's decomposition is kept on its node and read by the sums above it: the terms, their order and
+  the constant are what walking the whole sum gives, whichever sub-sums were split before."""
+  from tgfn.uop.symbolic import split_sum
+  i, j, k = rng(6, 10), rng(7, 11), rng(9, 12)
+  x = build_sum_expr(e, {"i": i, "j": j, "k": k, "i//2": i // 2, "j%3": j % 3})
+  if first == "bottom-up":
+    for node in toposort([x]): split_sum(node)
+  elif first == "top": split_sum(x)
+  assert split_sum(x) == _split_by_walking(x)
+  for node in toposort([x]): assert split_sum(node) == _split_by_walking(node)
+
+
+def test_a_long_sum_keeps_no_decomposition():
+  from tgfn.uop.symbolic import _KEPT_SUM_TERMS, split_sum
+  ranges = [rng(4, 100 + n) for n in range(_KEPT_SUM_TERMS + 2)]
+  short, long = ranges[0], ranges[0]
+  for r in ranges[1:_KEPT_SUM_TERMS]: short = short + r
+  for r in ranges[1:]: long = long + r
+  split_sum(short), split_sum(long)
+  assert "_sum_parts" in short.__dict__ and "_sum_parts" not in long.__dict__
+  assert split_sum(long) == ([(r, 1) for r in reversed(ranges)], 0)

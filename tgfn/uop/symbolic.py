@@ -25,17 +25,44 @@ def fold_constants(alu: UOp) -> Optional[UOp]:
 
 
 # ---- sums as (term, coefficient) lists
+
+# A sum of at most this many terms keeps its decomposition on its node. Rewriting is bottom-up, so each ADD
+# of an index sum is split once its sources are, and its parent's split starts from that instead of walking
+# the whole sum again (the MLP step's codegen split 2,000 sums). Longer sums (a fused kernel adding many
+# integer arrays) are walked each time rather than keep a table per node.
+_KEPT_SUM_TERMS = 16
+
+
+def _sum_parts(x: UOp) -> tuple[dict[UOp, int], int, int]:
+  """x's terms (in order of first appearance, zero coefficients kept), its constant, and how many operands
+  its ADDs have (the nodes under x reached through ADDs only). The right operand of an ADD is walked first.
+  A node's kept decomposition stands for its walk: the same terms, in the same order."""
+  if (kept := x.__dict__.get("_sum_parts")) is not None: return kept
+  terms: dict[UOp, int] = {}
+  const = operands = 0
+  stack = [(x, 1, True)]  # (node, coefficient, reached through ADDs only)
+  while stack:
+    node, coeff, top = stack.pop()
+    if node.op is Ops.ADD:
+      if (kept := node.__dict__.get("_sum_parts")) is None:
+        stack.extend((s, coeff, top) for s in node.src)
+        continue
+      for term, c in kept[0].items(): terms[term] = terms.get(term, 0) + c * coeff
+      const += kept[1] * coeff
+      if top: operands += kept[2]
+      continue
+    if top: operands += 1
+    if node.op is Ops.CONST: const += node.arg * coeff
+    elif node.op is Ops.MUL and node.src[1].op is Ops.CONST: stack.append((node.src[0], coeff * node.src[1].arg, False))
+    else: terms[node] = terms.get(node, 0) + coeff
+  parts = (terms, const, operands)
+  if x.op is Ops.ADD and len(terms) <= _KEPT_SUM_TERMS: x.__dict__["_sum_parts"] = parts
+  return parts
+
+
 def split_sum(x: UOp) -> tuple[list[tuple[UOp, int]], int]:
   """x == sum(term * coeff) + const, for an integer expression built from ADD and MUL-by-constant."""
-  terms: dict[UOp, int] = {}
-  const = 0
-  stack = [(x, 1)]
-  while stack:
-    node, coeff = stack.pop()
-    if node.op is Ops.ADD: stack.extend((s, coeff) for s in node.src)
-    elif node.op is Ops.CONST: const += node.arg * coeff
-    elif node.op is Ops.MUL and node.src[1].op is Ops.CONST: stack.append((node.src[0], coeff * node.src[1].arg))
-    else: terms[node] = terms.get(node, 0) + coeff
+  terms, const, _ = _sum_parts(x)
   return [(t, c) for t, c in terms.items() if c != 0], const
 
 
@@ -114,19 +141,9 @@ def simplify_mod(x: UOp, d: UOp) -> Optional[UOp]:
 def combine_sum(x: UOp) -> Optional[UOp]:
   """Merge like terms and constants of an integer sum; fires only when that makes it shorter."""
   terms, const = split_sum(x)
-  n_nodes = sum(1 for n in _flatten_add(x))
   rebuilt = len(terms) + (1 if const else 0)
-  if rebuilt >= n_nodes: return None
+  if rebuilt >= _sum_parts(x)[2]: return None
   return build_sum(terms, const, x.dtype)
-
-
-def _flatten_add(x: UOp) -> list[UOp]:
-  out, stack = [], [x]
-  while stack:
-    n = stack.pop()
-    if n.op is Ops.ADD: stack.extend(n.src)
-    else: out.append(n)
-  return out
 
 
 def divmod_recombine(a: UOp, d: UOp, x: UOp) -> Optional[UOp]:
