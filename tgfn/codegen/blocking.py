@@ -48,8 +48,11 @@ def _gated(value: UOp, valid: UOp, zero: UOp) -> UOp:
   return valid.where(substitute(value, loads), zero)
 
 
+# the next free range id is the rewrite's context (built once: a matcher inspects its rules when made)
+_blocking = PatternMatcher([(UPat(Ops.REDUCE, name="red"), lambda red, ctx: _block(red, ctx))])
+
+
 def block_long_reductions(ast: UOp) -> UOp:
   if strict_float(): return ast
   next_id = [1 + max((u.arg[0] for u in toposort([ast]) if u.op is Ops.RANGE), default=-1)]
-  return graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), lambda red: _block(red, next_id))]),
-                       name="block long reductions")
+  return graph_rewrite(ast, _blocking, ctx=next_id, name="block long reductions")
