@@ -402,3 +402,27 @@ def test_a_large_tile_is_four_vectors_by_four_rows_on_32_registers():
   assert tile(1024, 64, 32) == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4)]
   assert tile(1024, 32, 16) == [Opt(OptOps.UPCAST, 1, 6), Opt(OptOps.UPCAST, 0, 2)]
   assert tile(64, 64, 32) == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2)]
+
+
+def test_affine_indices_are_read_without_splitting_the_kernel(monkeypatch):
+  """Where every index moves by a fixed stride along an axis, the heuristic reads its lanes' strides off the
+  indices; it splits the axis and simplifies the kernel only where some index is not affine in it (a packed
+  panel's column). Both ways choose the same vector axis."""
+  import tgfn.codegen.heuristic as heuristic
+  from tgfn.codegen.pipeline import scalar_passes
+  from tgfn.schedule.schedule import create_schedule
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  rewrites = []
+  real_rewrite = heuristic.graph_rewrite
+  monkeypatch.setattr(heuristic, "graph_rewrite", lambda *a, **k: (rewrites.append(1), real_rewrite(*a, **k))[1])
+  renderer = Device["CPU"].renderer
+  for fn, vector in ((lambda x: x * 2 + 1, Opt(OptOps.VECTOR, 1, 16)), (lambda x: x.T * 2, Opt(OptOps.VECTOR, 1, 8)),
+                     (lambda x: x.sum(axis=1), Opt(OptOps.VECTOR, 1, 16))):
+    hand_opts = heuristic.hand_coded_opts(scalar_passes(_ast_of(fn, (512, 256)), renderer), 64, 32)
+    assert hand_opts[:1] == [vector], hand_opts
+  assert rewrites == []
+  a, b = tnp.ones((8, 64)).realize(), tnp.ones((64, 1024)).realize()
+  product = create_schedule([(a @ b).uop])[-1].kernel.ast  # reads B from its panels
+  product_opts = heuristic.hand_coded_opts(scalar_passes(product, renderer), 64, 32)
+  assert product_opts[:2] == [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.VECTOR, 0, 16)], product_opts
+  assert rewrites

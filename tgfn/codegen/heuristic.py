@@ -110,6 +110,10 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
     axis into vector lanes and read the strides along the lanes (a packed layout is contiguous only
     within its panels)."""
     if sizes[axis] % width: return False, 0
+    # an index affine in the axis moves by its stride along the lanes too: read it off without splitting
+    direct = [stride(u.src[1], axes[axis]) for u in stores + loads]
+    if None not in direct:
+      return all(d in (0, 1) for d in direct[:len(stores)]), sum(1 for d in direct[len(stores):] if d == 1)
     parts = toposort([graph_rewrite(apply_opt(ast, Opt(OptOps.VECTOR, axis, width)), symbolic)])
     lane = next(u for u in parts if u.op is Ops.RANGE and u.kind is AxisType.VECTOR)
     store_ok = all(stride(u.src[1], lane) in (0, 1) for u in parts if u.op is Ops.STORE)
