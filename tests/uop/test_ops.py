@@ -71,6 +71,20 @@ def test_pattern_matcher_binds_names_and_tries_both_orders_for_lists():
   assert pm.rewrite(x * 2) is None
 
 
+def test_a_rule_is_matched_only_on_a_node_whose_sources_have_its_ops(monkeypatch):
+  """A rule whose sources are matched in order is not tried on a node whose sources have other ops or
+  another count: nothing is matched there, and the rules after it still fire."""
+  x, c = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0), UOp.const(dtypes.int32, 2)
+  pm = PatternMatcher([(UPat(Ops.ADD, src=(UPat.cvar("c"), UPat.var("x"))), lambda c, x: x),
+                       (UPat(Ops.ADD, name="a"), lambda a: a.src[0])])
+  matched = []
+  real_match = UPat.match
+  monkeypatch.setattr(UPat, "match", lambda self, uop, store: (matched.append(uop), real_match(self, uop, store))[1])
+  assert pm.rewrite(x + x) is x and matched == [x + x]  # the first rule is skipped without matching
+  assert pm.rewrite(UOp(Ops.ADD, dtypes.int32, (c, x))) is x  # the first rule fires where it fits
+  assert pm.rewrite(UOp(Ops.ADD, dtypes.int32, (x, x, c))) is x  # another number of sources: the second
+
+
 def test_graph_rewrite_handles_graphs_deeper_than_the_recursion_limit():
   x = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0)
   node = x

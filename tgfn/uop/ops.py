@@ -408,19 +408,34 @@ class UPat:
       if self.name in store and store[self.name] is not uop: return False
       store[self.name] = uop
     if self.src is None: return True
-    if isinstance(self.src, UPat): return all(self.src.match(s, store) for s in uop.src)
+    # (loops rather than all(...) over a generator: matching is the rewrite engine's innermost work)
+    if isinstance(self.src, UPat):
+      for s in uop.src:
+        if not self.src.match(s, store): return False
+      return True
     if isinstance(self.src, tuple):
       # one order: matched into `store` itself. A failed match may leave bindings there, but whoever asked
       # drops it then (PatternMatcher.rewrite, or a two-order parent's trial copy below)
       if len(self.src) != len(uop.src) and not (self.allow_any_len and len(uop.src) >= len(self.src)): return False
-      return all(p.match(s, store) for p, s in zip(self.src, uop.src))
+      for p, s in zip(self.src, uop.src):
+        if not p.match(s, store): return False
+      return True
     for pats in (self.src, self.src[::-1]):
       if len(pats) != len(uop.src) and not (self.allow_any_len and len(uop.src) >= len(pats)): continue
       trial = dict(store)
-      if all(p.match(s, trial) for p, s in zip(pats, uop.src)):
+      for p, s in zip(pats, uop.src):
+        if not p.match(s, trial): break
+      else:
         store.update(trial)
         return True
     return False
+
+  def source_ops(self) -> Optional[tuple[Optional[frozenset[Ops]], ...]]:
+    """The ops each source must have, by position, where the sources are matched in one order (None: any
+    op there); None where they are not. A node whose sources differ cannot match (PatternMatcher checks this
+    before matching)."""
+    if not isinstance(self.src, tuple) or self.allow_any_len: return None
+    return tuple(p.ops for p in self.src)
 
 
 class PatternMatcher:
@@ -430,21 +445,30 @@ class PatternMatcher:
   (`symbolic`: codegen simplifies the same index arithmetic after every pass, and in every kernel)."""
   def __init__(self, rules: list[tuple[UPat, Callable[..., Optional[UOp]]]], marks_fixed_points: bool = False):
     self.rules, self.marks_fixed_points = rules, marks_fixed_points
-    self._by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
+    self._by_op: dict[Ops, list[tuple[UPat, Callable, bool, Optional[tuple]]]] = {op: [] for op in Ops}
     for pat, fn in rules:
       wants_ctx = "ctx" in inspect.signature(fn).parameters
       for op in (pat.ops if pat.ops is not None else Ops):
-        self._by_op[op].append((pat, fn, wants_ctx))
+        self._by_op[op].append((pat, fn, wants_ctx, pat.source_ops()))
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
 
   def rewrite(self, uop: UOp, ctx: Any = None) -> Optional[UOp]:
-    for pat, fn, wants_ctx in self._by_op[uop.op]:
+    for pat, fn, wants_ctx, source_ops in self._by_op[uop.op]:
+      # most rules fail on their sources' ops: checked before building a match
+      if source_ops is not None and not _sources_fit(source_ops, uop.src): continue
       store: dict[str, UOp] = {}
       if pat.match(uop, store):
         out = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
         if out is not None: return out
     return None
+
+
+def _sources_fit(source_ops: tuple[Optional[frozenset[Ops]], ...], src: tuple[UOp, ...]) -> bool:
+  if len(source_ops) != len(src): return False
+  for ops, s in zip(source_ops, src):
+    if ops is not None and s.op not in ops: return False
+  return True
 
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional[str] = None) -> UOp:
