@@ -488,7 +488,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: Optional
         done[node] = node
         continue
       stack.append((node, 1, None))
-      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+      for s in reversed(node.src):
+        if s not in done: stack.append((s, 0, None))
     elif stage == 1:
       new_src = tuple([done[s] for s in node.src])
       rebuilt = node if new_src == node.src else UOp(node.op, node.dtype, new_src, node.arg)

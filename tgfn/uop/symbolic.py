@@ -19,7 +19,9 @@ def _is_int(u: UOp) -> bool: return u.dtype is not None and u.dtype.is_int
 
 
 def fold_constants(alu: UOp) -> Optional[UOp]:
-  if alu.op not in GroupOp.ALU or not all(s.op is Ops.CONST for s in alu.src): return None
+  if alu.op not in GroupOp.ALU: return None
+  for s in alu.src:  # (a loop, not all() over a generator: this rule is tried on every ALU node)
+    if s.op is not Ops.CONST: return None
   value = exec_alu(alu.op, alu.dtype, tuple(s.arg for s in alu.src), tuple(s.dtype for s in alu.src))
   return UOp.const(alu.dtype, value)
 
