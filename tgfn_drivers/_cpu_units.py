@@ -1,13 +1,19 @@
 """How the CPU driver cuts a batch (a jitted function's kernels) into C units and compiles them while codegen
 goes on, each in a compiler process of its own (`CompileJob`).
 
-A compiler process costs ~15-20 ms of CPU before any code and about 2-3 ms per 1,000 characters after, so
-units are not made small: 40 K characters (UNIT_CHARS) take ~100-150 ms. But the first unit closes at
-FIRST_UNIT_CHARS and each next one at twice the size of the one before, up to UNIT_CHARS, so that a core
-starts compiling early in codegen instead of idling until 40 K characters are there (the MLP step's first
-unit started 40 ms into its first call instead of 100). What is left when codegen ends is split over the
-compiler processes (pieces of TAIL_CHARS or more), so that they finish together instead of one long unit
-running alone. A unit holds kernels of one optimization level (the mark their source starts with).
+A compiler process costs ~35 ms of CPU for a one-kernel unit (gcc 12 here: cc1's start and its first function's
+backend set-up, then the assembler and the linker) and about 1.2 ms per 1,000 characters of tgfn's simple
+code after that, so units are not made small: 40 K characters (UNIT_CHARS) take ~80-100 ms. But the first unit
+closes at FIRST_UNIT_CHARS and each next one at twice the size of the one before, up to UNIT_CHARS, so that a
+core starts compiling early in codegen instead of idling until 40 K characters are there. What is left when
+codegen ends is split over the compiler processes (pieces of TAIL_CHARS or more), so that they finish together
+instead of one long unit running alone. A unit holds kernels of one optimization level (the mark their source
+starts with).
+
+Once codegen got faster than the compilers (the MLP step: ~130 ms of codegen against ~0.4 CPU-s of gcc on 2
+cores), a process's fixed cost mattered more than an early start: its 166 K characters in 4 units (FIRST_UNIT_CHARS
+and TAIL_CHARS 20 K) instead of 6 (8 K and 10 K) took 0.92-0.97x the time for its cold first call (medians of
+14 alternating fresh processes, twice).
 
 Unit boundaries depend only on the sources and their order, never on timing: a warm process cuts the same
 units and finds them in the disk cache.
@@ -31,9 +37,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from tgfn.helpers import settings
 from tgfn_drivers._cpu_tiers import lower_priority
 
-FIRST_UNIT_CHARS = 8_000
+FIRST_UNIT_CHARS = 20_000
 UNIT_CHARS = 40_000
-TAIL_CHARS = 10_000
+TAIL_CHARS = 20_000
 FINAL_JOBS_PER_JOB = 2
 
 
