@@ -202,3 +202,13 @@ def test_the_search_varies_blocks_of_rows(beam, monkeypatch):
   assert any(len(c) == len(heuristic_list) and c[block].op is search.OptOps.BLOCK and c[block] != heuristic_list[block]
              for c in tried)
   assert any(c and c[-1].op is search.OptOps.BLOCK for c in tried)
+
+
+def test_a_winner_must_beat_the_heuristic_clearly():
+  """The search's winner replaces the heuristic only when its median time is CONFIRM_GAIN faster: a draw
+  (or a win by noise) keeps the heuristic."""
+  from tgfn.codegen.search import CONFIRM_GAIN, clearly_faster
+  heuristic = [1.0, 1.02, 0.98, 1.01, 0.99]
+  assert not clearly_faster([0.99, 1.0, 0.985, 1.01, 0.99], heuristic)  # 1% faster: a draw
+  assert clearly_faster([t * (1 - 2 * CONFIRM_GAIN) for t in heuristic], heuristic)
+  assert not clearly_faster(heuristic, heuristic)
