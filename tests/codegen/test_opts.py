@@ -362,6 +362,25 @@ def test_gathered_lanes_stay_eight_wide_on_wide_vectors(monkeypatch):
   np.testing.assert_allclose(got[1], w - 0.01 * (x.T @ g), rtol=2e-5, atol=1e-5)
 
 
+def test_a_kernel_computing_in_64_bits_takes_lanes_of_64_bits(monkeypatch):
+  """A float32 kernel whose values pass through float64 (JAX's fused multiply-add emulated in random.normal)
+  gets the lanes of a 64-bit vector, 8 on AVX-512, not 16: gcc splits 16-lane float64 vectors into pieces and
+  took 20x longer on them (a 12 K-element normal sample: 10 s against 0.5 s of gcc, and the kernel ran 2.6x
+  slower). Plain float32 math keeps 16 lanes; float64 values and uint64 bits take 8; the sample is JAX's."""
+  from tgfn.codegen.heuristic import hand_coded_opts
+  from tgfn.codegen.pipeline import scalar_passes
+  monkeypatch.setattr(realize_mod, "_compiled", OrderedDict())
+  vectors = lambda fn: [o.amount for o in hand_coded_opts(scalar_passes(_ast_of(fn, (512, 256)), Device["CPU"].renderer), 64, 32)
+                        if o.op is OptOps.VECTOR]  # noqa: E731
+  assert vectors(lambda x: tnp.exp(x) * 2) == [16]
+  assert vectors(lambda x: (x.astype("float64") * 3).astype("float32")) == [8]
+  assert vectors(lambda x: (x.astype("uint64") << 3).astype("float32")) == [8]
+  import tgfn
+  sample = tgfn.random.normal(tgfn.random.PRNGKey(0), (64, 192))
+  expected = np.array([1.6226422, 2.0252647, -0.43359444, -0.07861735])  # jax.random.normal(PRNGKey(0), (64, 192))[0, :4]
+  np.testing.assert_allclose(np.asarray(sample)[0, :4], expected, rtol=1e-6)
+
+
 def test_a_small_contraction_keeps_a_small_tile(monkeypatch):
   """A contraction doing little work (the MLP step's 10-class kernels: tens of microseconds) keeps its
   register tile to SMALL_TILE accumulators, since each one adds to the C of its epilogue; a large one keeps

@@ -21,7 +21,8 @@ from typing import Optional
 
 from tgfn.codegen.opts import VECTOR_DTYPES, Opt, OptOps, apply_opt, kernel_axes
 from tgfn.codegen.policy import strict_float
-from tgfn.uop.ops import AxisType, Ops, UOp, graph_rewrite, toposort
+from tgfn.dtype import dtypes
+from tgfn.uop.ops import AxisType, GroupOp, Ops, UOp, graph_rewrite, toposort
 from tgfn.uop.symbolic import split_sum, symbolic
 
 # a kernel doing less work than this (loop iterations x loads, per vector lane group when a reduction is
@@ -102,7 +103,7 @@ def hand_coded_opts(ast: UOp, vector_bytes: int, registers: int) -> list[Opt]:
   width = 1
   # a multi-output kernel stores every output at one index (tgfn/schedule/grouping.py)
   if buffers and all(b.dtype in VECTOR_DTYPES for b in buffers) and len({s.src[1] for s in stores}) == 1:
-    width = vector_bytes // max(b.dtype.itemsize for b in buffers)
+    width = vector_bytes // max(b.dtype.itemsize for b in buffers + _wide_values(nodes))
   store_idx = stores[0].src[1] if stores else None
 
   def contiguous(axis: int) -> tuple[bool, int]:
@@ -304,3 +305,8 @@ def _worth_threads(work: int, axes: list[UOp], loads: list[UOp], stores: list[UO
 def _renumbered(opt: Opt, a: int, b: int) -> Opt:
   """`opt` addressing the same loop after axes `a` and `b` traded places."""
   return Opt(opt.op, {a: b, b: a}.get(opt.axis, opt.axis), opt.amount)
+
+
+def _wide_values(nodes: list[UOp]) -> list[UOp]:
+  """Nodes computing 64-bit values other than indices (float64 inside a float32 kernel, uint64 bits)."""
+  return [u for u in nodes if u.op in GroupOp.ALU and u.dtype.itemsize == 8 and u.dtype is not dtypes.index]
