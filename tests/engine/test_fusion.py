@@ -73,6 +73,50 @@ def test_realized_values_are_reused_not_recomputed(device):
   assert Counters.kernels_launched - before == 1
 
 
+def _loads_per_kernel(*outs) -> list[int]:
+  return [sum(1 for u in item.kernel.ast.toposort() if u.op is Ops.LOAD) for item in create_schedule([o.uop for o in outs])]
+
+
+def test_a_costly_value_that_several_kernels_read_is_computed_once():
+  """The sum of 16 buffers read by two reductions (a transformer's residual stream read by its layer norms):
+  computed once into a buffer that each reduction loads, not recomputed from 16 loads in each."""
+  xs = [realized(16, 16, seed=i) for i in range(16)]
+  stream = xs[0]
+  for x in xs[1:]: stream = stream + x
+  assert _loads_per_kernel(stream.sum(0), stream.max(1)) == [16, 1, 1]
+  want = np.sum([np.asarray(x) for x in xs], axis=0)
+  assert_close(stream.sum(0), want.sum(0), rtol=1e-5, atol=1e-5)
+  assert_close(stream.max(1), want.max(1), rtol=1e-6)
+
+
+def test_a_cheap_value_that_several_kernels_read_stays_inlined():
+  """A short chain (a bias and an activation) is recomputed where it is read: cheaper than a store and a load."""
+  a, b = realized(16, 16), realized(16, seed=1)
+  h = tnp.maximum(a + b, 0.0)
+  assert _loads_per_kernel(h.sum(0), h.max(1)) == [2, 2]
+
+
+def test_a_normal_sample_is_drawn_once_for_the_value_and_its_gradient():
+  """The reparameterization trick: z = mu + exp(s) * eps with eps a normal draw (~1000 ops of threefry and
+  erfinv) feeds a decoder's matmul, and the gradient of s needs eps again: it is drawn once, not in both
+  kernels (a VAE's step drew it twice)."""
+  import tgfn
+  key = tgfn.random.PRNGKey(0)
+  w = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+  def loss(mu, s):
+    z = mu + tnp.exp(s) * tgfn.random.normal(key, mu.shape)
+    return tnp.tanh(z @ w).sum()
+  mu, s = tnp.zeros((64, 16)), tnp.zeros((64, 16))
+  kernels = tgfn.jit(tgfn.grad(loss, argnums=(0, 1))).lower(mu, s).kernels
+  drawing = [k.name for k in kernels if "^" in k.source]  # threefry's xors
+  assert len(drawing) == 1, drawing
+  eps = np.asarray(tgfn.random.normal(key, (64, 16)), np.float64)
+  g_mu, g_s = tgfn.jit(tgfn.grad(loss, argnums=(0, 1)))(mu, s)
+  want_g_mu = (1 - np.tanh(eps @ w) ** 2) @ w.T
+  np.testing.assert_allclose(np.asarray(g_mu), want_g_mu, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(g_s), want_g_mu * eps, rtol=1e-4, atol=1e-5)
+
+
 def test_long_elementwise_chains_fuse_without_hitting_the_recursion_limit():
   x = tnp.array([1.0])
   for _ in range(3000): x = x * 1.0001 + 0.1

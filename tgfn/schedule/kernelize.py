@@ -6,7 +6,9 @@ Fusion rule: a node gets its own kernel (a buffer) only when it must:
     ops): computing it inside the consumer would redo the whole reduction for every broadcast element;
   - it is a computed value broadcast inside a reduction's loop (the operand of a contraction: random
     draws, an activation's derivative): inlined, it would be recomputed for every multiply-add. A scalar
-    is not: it depends on no loop, so codegen computes it once ahead of them (the -1/n of a mean's gradient).
+    is not: it depends on no loop, so codegen computes it once ahead of them (the -1/n of a mean's gradient);
+  - it is a costly value that several kernels would each compute (a residual stream summed from many
+    buffers, a random draw): see SHARED_CHAIN_WORK.
 Everything else -- elementwise chains, movement ops, reductions consumed where they are -- is inlined
 into the kernel that needs it. Movement ops never make kernels: they only change index expressions.
 
@@ -106,7 +108,7 @@ def find_realize_points(outs: list[UOp]) -> set[UOp]:
     base = _computed_base(n.src[0])
     if in_reduction[n] and base.op not in _INPUTS and math.prod(base.shape) > 1 and _computes(base, realize):
       realize.add(base)
-  return _reductions_once(realize)
+  return _shared_chains_once(_reductions_once(realize))
 
 
 def _reductions_once(realize: set[UOp]) -> set[UOp]:
@@ -119,6 +121,42 @@ def _reductions_once(realize: set[UOp]) -> set[UOp]:
     shared = {x for x, n in kernels_of.items() if n > 1}
     if not shared: return realize
     realize |= shared
+
+
+# An elementwise value that several kernels would compute gets a buffer of its own when the work they
+# would repeat, (kernels - 1) x its cost, reaches SHARED_CHAIN_WORK. Its cost counts each buffer it reads
+# (a load, and in a register tile a load per row), each gather (a clamped index, then the load) as
+# GATHER_COST, and its ALU ops at a quarter each (cheap to redo in registers, but each is C that every
+# kernel repeats). A transformer's residual stream (the sum of every block's output before it) was
+# recomputed from 17 buffers in each of the ~20 kernels that read it, half of the step's C; a normal sample
+# (threefry and erfinv, ~1000 ops) was drawn twice in a VAE, for z and for z's gradient. A short chain (a
+# bias and an activation, softmax's exp) stays inlined: recomputing it costs less than a store and a load
+SHARED_CHAIN_WORK = 16
+GATHER_COST = 4
+
+
+def _shared_chains_once(realize: set[UOp]) -> set[UOp]:
+  """Give a buffer to every elementwise value that several kernels would recompute at a cost (above); of
+  nested ones the outermost first (once it has a buffer, what it is computed from often has one reader)."""
+  while True:
+    kernels_of: dict[UOp, int] = {}
+    for root in realize:
+      for x in _unrealized(root, realize):
+        if x is not root and (x.op in GroupOp.ALU or x.op is Ops.GATHER): kernels_of[x] = kernels_of.get(x, 0) + 1
+    shared = {x for x, n in kernels_of.items()
+              if n > 1 and math.prod(x.shape) > 1 and (n - 1) * _cost(x, realize) >= SHARED_CHAIN_WORK}
+    inner = {y for x in shared for y in _unrealized(x, realize) if y is not x}
+    outermost = shared - inner
+    if not outermost: return realize
+    realize |= outermost
+
+
+def _cost(node: UOp, realize: set[UOp]) -> float:
+  """What computing `node` inside a kernel costs, from realized values and inputs (see SHARED_CHAIN_WORK)."""
+  part = _unrealized(node, realize)
+  reads = len({s for x in part for s in x.src if s in realize or s.op in _INPUTS})
+  gathers = sum(1 for x in part if x.op is Ops.GATHER)
+  return reads + GATHER_COST * gathers + 0.25 * sum(1 for x in part if x.op in GroupOp.ALU)
 
 
 def _unrealized(node: UOp, realize: set[UOp]) -> list[UOp]:
