@@ -30,9 +30,10 @@ def _where(node: UOp, inputs: set) -> Optional[tuple[str, str]]:
   return None
 
 
-def check(kernel: Any, outputs: Sequence[Any]) -> None:
-  """Raise if any float output buffer of `kernel` (a CompiledKernel) holds a NaN or an Inf."""
-  lowered = kernel.lowered
+def check(kernel: Any, buffers: Sequence[Any], n_outputs: int) -> None:
+  """Raise if any float output buffer of `kernel` (a CompiledKernel) holds a NaN or an Inf. `buffers` are
+  its arguments, the outputs first."""
+  lowered, outputs = kernel.lowered, buffers[:n_outputs]
   nodes = lowered.outputs if lowered is not None else [None] * len(outputs)
   for node, buffer in zip(nodes, outputs):
     if not buffer.dtype.is_float: continue
