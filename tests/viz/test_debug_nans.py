@@ -98,3 +98,10 @@ def test_a_nan_read_from_an_input_says_so(debug_nans):
   x = tnp.array(np.array([np.nan, 1.0], np.float32))
   with pytest.raises(FloatingPointError, match="read from an input that already held one"):
     (tnp.exp(x) * 2).numpy()
+
+
+def test_a_nan_inside_a_loop_body_is_caught_and_named(debug_nans):
+  def f(x):
+    return tgfn.lax.scan(lambda c, _: (tnp.tanh(tnp.log(c - 2.)), c), x, None, length=3)  # MARK-loop
+  with pytest.raises(FloatingPointError, match=rf"first made by LOG2 .* at {_line('MARK-loop')}$"):
+    tgfn.jit(f)(tnp.array(np.ones(3, np.float32)))

@@ -1,8 +1,8 @@
 """What DEBUG=n prints, for eager realizes and jitted calls alike (docs/observability.md):
 
-  1  a line per realize or jit call: kernel count and time
-  2  a line per kernel launch: a name that says what the kernel is, time, GFLOP/s, GB/s, and the
-     compile time on its first launch
+  1  a line per realize or jit call: kernel count (loop bodies' launches included), host calls, copies, time
+  2  a line per kernel launch, host call and copy: a name that says what it is, time, GFLOP/s, GB/s, and
+     the compile time on a kernel's first launch; a loop's bodies as one line per kernel with its run count
   3  per kernel: the tensor-level operations fused into it, and why each buffer it writes exists
   4  the generated source (helpers shared by every kernel, such as the bfloat16 block, once)
   5  the linear program, each op with the positions of its operands
@@ -138,7 +138,8 @@ def print_launch(kernel: Any, device: str, seconds: float) -> None:
   note = ""
   if settings.DEBUG >= 2 and id(kernel) not in _first_launch_done:
     _first_launch_done.add(id(kernel))
-    note = f"  (compiled in {kernel.compile_s * 1e3:.1f} ms)" if kernel.compile_s else "  (first launch)"
+    note = f"  (compiled in {kernel.compile_s * 1e3:.1f} ms)" if kernel.compile_s else \
+      "  (loaded with a jit plan from the disk cache)" if kernel.stored_label else "  (first launch)"
   _report("kernel", launch_label(kernel), device, seconds, kernel.flops, nbytes, note)
 
 
