@@ -100,7 +100,7 @@ class CompiledBody:
     with self.lock:
       if self.direct:
         for b in outputs: b.arg  # noqa: B018 -- allocate: the replay takes the raw argument
-        if settings.DEBUG or settings.DEBUG_NANS: self.graph(inputs, outputs)  # launch by launch, printed, checked
+        if settings.DEBUG or settings.DEBUG_NANS: self.graph(inputs, outputs)  # launch by launch: printed, checked
         else:
           self.counters.kernels_launched += self.graph._n_launches
           self.graph._replay(inputs, outputs)

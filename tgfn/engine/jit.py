@@ -195,7 +195,8 @@ class CompiledGraph:
   def _restore_kernels(self, plan: plan_caching.Plan) -> None:
     """Give the laid-out steps the stored plan's kernels (their programs loaded)."""
     kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol,
-                              stored_label=k.label, stored_bytes=k.nbytes) for k, program in zip(plan.kernels, plan.programs)]
+                              stored_label=k.label, stored_bytes=k.nbytes)
+               for k, program in zip(plan.kernels, plan.programs)]
     for step, (k, _, _) in zip(self.steps, plan.steps):
       if k >= 0: step.kernel = kernels[k]
 
@@ -333,7 +334,7 @@ class CompiledGraph:
     for (program, slots, kind), (kernel, device, n_out) in zip(self._launches, self._launch_steps):
       t0 = time.perf_counter()
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
-      elif kind == "call": program([buffers[s] for s in slots])  # (a host call or a sub-graph call reports itself)
+      elif kind == "call": program([buffers[s] for s in slots])  # (a host or sub-graph call reports itself)
       else: program(*[args[s] for s in slots])
       if level and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
       if level and program is None:

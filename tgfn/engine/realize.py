@@ -387,7 +387,8 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
     if level: debug.print_launch(step.kernel, step.device, time.perf_counter() - t0)
     if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots], len(step.outputs))
   if level >= 1 and plan.steps:
-    debug.print_call(f"realized {len(plan.outputs)} output(s)", debug.counts() - ran_before, time.perf_counter() - start)
+    ran = debug.counts() - ran_before
+    debug.print_call(f"realized {len(plan.outputs)} output(s)", ran, time.perf_counter() - start)
   return buffers
 
 

@@ -187,13 +187,14 @@ def summarized(what: str, device: str) -> Iterator[CallSummary]:
   launches = sum(t.count for t in tally.values())
   print(f"  {what}{runs} on {device}: {launches} launch(es) in {(time.perf_counter() - start) * 1e6:.1f} us; "
         f"per kernel, all of its runs:")
-  for (name, dev), t in tally.items(): print(f"    {_line(f'{name} x{t.count}', dev, t.seconds, t.flops, t.nbytes)}{t.note}")
+  for (name, dev), t in tally.items():
+    print(f"    {_line(f'{name} x{t.count}', dev, t.seconds, t.flops, t.nbytes)}{t.note}")
 
 
 def print_call(what: str, ran: Counter, seconds: float) -> None:
   """Level 1: a realize or jit call, with the kernels (and host calls and copies) it ran."""
-  others = "".join(f", {ran[kind]} {plural}" for kind, plural in (("host call", "host call(s)"), ("copy", "copies"))
-                   if ran[kind])
+  plurals = (("host call", "host call(s)"), ("copy", "copies"))
+  others = "".join(f", {ran[kind]} {plural}" for kind, plural in plurals if ran[kind])
   print(f"{what} with {ran['kernel']} kernel(s){others} in {seconds * 1e3:.3f} ms")
 
 

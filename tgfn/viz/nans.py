@@ -60,7 +60,8 @@ def first_bad_operation(kernel: Any, buffers: Sequence[Any]) -> Optional[UOp]:
   whose value holds a NaN or Inf while its operands' do not, found by computing each one on its own from
   the kernel's input buffers; None if none does (an input already held one)."""
   input_buffers = dict(zip(kernel.inputs, buffers[kernel.n_outputs:]))
-  rebuilt = _unfused(kernel.outputs, {node: engine.buffer_uop(buf, node.shape) for node, buf in input_buffers.items()})
+  held = {node: engine.buffer_uop(buf, node.shape) for node, buf in input_buffers.items()}
+  rebuilt = _unfused(kernel.outputs, held)
   # a view or constant makes no NaN: only computing nodes of a float dtype are candidates
   candidates = [u for u in rebuilt if u not in input_buffers and u.dtype is not None and u.dtype.is_float
                 and u.op not in GroupOp.Movement and u.op not in (Ops.CONST, Ops.PARAM)]
