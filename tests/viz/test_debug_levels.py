@@ -121,18 +121,23 @@ def test_a_while_loop_shows_its_trips_and_the_predicate_read_back(capsys):
 
 def test_host_calls_and_copies_show(capsys):
   a = tnp.array(np.eye(3, dtype=np.float32) * 2)
-  jitted = tgfn.jit(lambda a: tnp.linalg.inv(a) * 2)
-  jitted(a)
+  inverse = tgfn.jit(lambda a: tnp.linalg.inv(a) * 2)
+  moved = tgfn.jit(lambda a: tgfn.device_put(a[0] * 3, "PYTHON") + 1)
+  inverse(a), moved(a)
   capsys.readouterr()
   with Context(DEBUG=2):
     tnp.linalg.inv(a + 1).numpy()
-    jitted(a)
+    inverse(a)
     tnp.fft.fft(a[0] + 1).numpy()
     tgfn.device_put(a * 3, "PYTHON").numpy()
-  lines = _kernel_lines(capsys.readouterr().out)
+    moved(a)
+  out = capsys.readouterr().out
+  lines = _kernel_lines(out)
   assert len([ln for ln in lines if ln.lstrip().startswith("host inv of 3x3 float32")]) == 2, lines
   assert any(ln.lstrip().startswith("host fft_c2c of 3 complex64") for ln in lines), lines
   assert any(ln.lstrip().startswith("copy 9 float32 CPU -> PYTHON") for ln in lines), lines
+  assert any(ln.lstrip().startswith("copy 3 float32 CPU -> PYTHON") for ln in lines), lines  # the jitted one
+  assert "jit call of <lambda> with 1 kernel(s), 1 host call(s)" in out and "with 2 kernel(s), 1 copies" in out
 
 
 _WARM_WORKER = """
