@@ -8,8 +8,8 @@ inputs by position and captured constants by order of appearance, never by objec
 donated inputs, the switches codegen reads, the default device's compiler identity (its flags, CPU
 model and -march=native macros) and the identity of tgfn's own source files. Under that key a `Plan`
 holds everything a CompiledGraph needs to run: its buffer slots, which slots the captured constants
-fill, each kernel's device, function name and C source (the driver's own disk cache holds the
-binaries), the launch steps over slots, the output slots and the donation plan.
+fill, each kernel's device, function name, C source (the driver's own disk cache holds the
+binaries) and DEBUG=2 name and bytes moved, the launch steps over slots, the output slots and the donation plan.
 
 A damaged, truncated or unreadable entry is a miss (its hash check or `Plan.parse` rejects it) and is
 rewritten, as is (with a warning) one whose kernels cannot be loaded; entries are written to a
