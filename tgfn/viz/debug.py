@@ -151,7 +151,8 @@ def copied(source: str, target: str, size: int, dtype: Any, started: float) -> N
 
 
 def host_called(node: UOp, out: Any, inputs: Sequence[Any], started: float) -> None:
-  """A host call (NumPy, LAPACK, FFT, MPI) computing `node` into `out` from `inputs` (Buffers), begun at `started`."""
+  """A host call (NumPy, LAPACK, FFT, MPI) computing `node` into `out` from `inputs` (Buffers), begun at
+  `started`."""
   read = sum(b.nbytes for b in inputs)
   note = f"  (run on the host: {read} B copied out of {out.device}, {out.nbytes} B back in)"
   _report("host call", f"host {node.arg[0]} of {_dims(node.src[0].shape)} {node.src[0].dtype.name}", out.device,
