@@ -19,14 +19,13 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from tgfn.helpers import settings
-
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 _INPUTS = (Ops.BUFFER, Ops.PLACEHOLDER)
 
 # ---- kernel names: what the kernel is, and unique per process (two different kernels never share one)
 
-_labels: dict[UOp, str] = {}          # kernel AST -> its label
+_labels: dict[Any, str] = {}          # kernel AST (a stored kernel's: its device and source) -> its label
 _label_uses: Counter = Counter()      # base label -> how many different ASTs have it
 
 
