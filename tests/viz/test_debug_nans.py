@@ -64,3 +64,44 @@ def test_a_function_that_keeps_compiling_warns_once():
                     match=r"(?s)retracing because leaf 0: \(\(4,\).*compiled 5 times") as caught:
     for n in range(1, 9): f(tnp.ones(n))
   assert len([w for w in caught if "compiled" in str(w.message)]) == 1
+
+
+# ---- the operation that made the NaN, not the kernel's output (issue 28, item 8)
+
+def _tanh_of_sqrt(x):
+  y = tnp.sqrt(x)  # MARK-sqrt
+  return tnp.tanh(y)  # fused with the sqrt: this line's op is the kernel's output
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_a_fused_nan_names_the_operation_that_made_it(debug_nans, jitted):
+  x = tnp.array(np.array([1.0, -1.0, 4.0], np.float32))
+  with pytest.raises(FloatingPointError, match=rf"first made by SQRT .* forward pass of the operation at {_line('MARK-sqrt')}$"):
+    np.asarray(tgfn.jit(_tanh_of_sqrt)(x) if jitted else _tanh_of_sqrt(x))
+
+
+def _zero_times_sqrt(x):
+  s = tnp.sqrt(x) * 0.  # MARK-cause: finite forward; its VJP divides 0 by 2 * sqrt(0)
+  return (tnp.exp(x) + s).sum()  # the backward kernel's output adds the two paths' cotangents
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_a_backward_nan_names_the_forward_operation_whose_rule_made_it(debug_nans, jitted):
+  x = tnp.array(np.array([0.0, 1.0], np.float32))
+  assert np.isfinite(float(_zero_times_sqrt(x)))
+  grad = tgfn.grad(_zero_times_sqrt)
+  with pytest.raises(FloatingPointError, match=rf"NaN .* backward pass of the operation at {_line('MARK-cause')}$"):
+    np.asarray(tgfn.jit(grad)(x) if jitted else grad(x))
+
+
+def test_a_nan_read_from_an_input_says_so(debug_nans):
+  x = tnp.array(np.array([np.nan, 1.0], np.float32))
+  with pytest.raises(FloatingPointError, match="read from an input that already held one"):
+    (tnp.exp(x) * 2).numpy()
+
+
+def test_a_nan_inside_a_loop_body_is_caught_and_named(debug_nans):
+  def f(x):
+    return tgfn.lax.scan(lambda c, _: (tnp.tanh(tnp.log(c - 2.)), c), x, None, length=3)  # MARK-loop
+  with pytest.raises(FloatingPointError, match=rf"first made by LOG2 .* at {_line('MARK-loop')}$"):
+    tgfn.jit(f)(tnp.array(np.ones(3, np.float32)))

@@ -21,8 +21,10 @@ import numpy as np
 
 from tgfn.device import Allocator, Buffer, Device, HostAllocator
 from tgfn.dtype import DType
+from tgfn.helpers import settings
 from tgfn.uop.body import Body, Call, CallSpec, Cond, CustomJVP, CustomVJP, Scan, While
 from tgfn.uop.ops import UOp
+from tgfn.viz import debug
 
 
 class _NoFree(Allocator):
@@ -76,8 +78,9 @@ class StagedSlices:
 def _copy_region(dst: Buffer, dst_start: int, src: Buffer, src_start: int, size: int) -> None:
   """Elements [src_start, src_start + size) of `src` into `dst` at `dst_start`, on their (shared) device."""
   if size == 0: return
-  item = src.dtype.itemsize
+  item, started = src.dtype.itemsize, debug.clock()
   Device[src.device].allocator.copy_region(dst.handle, dst_start * item, src.handle, src_start * item, size * item)
+  if started: debug.copied(src.device, dst.device, size, src.dtype, started)
 
 
 class CompiledBody:
@@ -97,8 +100,10 @@ class CompiledBody:
     with self.lock:
       if self.direct:
         for b in outputs: b.arg  # noqa: B018 -- allocate: the replay takes the raw argument
-        self.counters.kernels_launched += self.graph._n_launches
-        self.graph._replay(inputs, outputs)
+        if settings.DEBUG or settings.DEBUG_NANS: self.graph(inputs, outputs)  # launch by launch: printed, checked
+        else:
+          self.counters.kernels_launched += self.graph._n_launches
+          self.graph._replay(inputs, outputs)
         return
       for src, dst in zip(self.graph(inputs), outputs): copy_buffer(src, dst)
 
@@ -123,27 +128,47 @@ def compiled_body(body: Body, device: str) -> CompiledBody:
 
 
 def copy_buffer(src: Buffer, dst: Buffer) -> None:
-  if src is not dst: dst.copyin(src.numpy())
+  if src is dst: return
+  started = debug.clock()
+  dst.copyin(src.numpy())
+  if started: debug.copied(src.device, dst.device, src.size, src.dtype, started)
 
 
-def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
+def _scalar(buf: Buffer) -> Any:
+  started = debug.clock()
+  value = buf.numpy()[0].item()
+  if started: debug.copied(buf.device, "host", 1, buf.dtype, started)
+  return value
 
 
 def run_call(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
-  """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals)."""
+  """Compute every output of one call of `spec` into `outputs` (buffers of the call's out_avals). Under
+  DEBUG its launches are summarized: one line per kernel with its number of runs (tgfn/viz/debug.py)."""
   backend = Device.backend(device)
   if strays := sorted({b.device for b in (*inputs, *outputs) if Device.backend(b.device) != backend}):
     # the body's kernels would take another backend's handles (an OpenCL cl_mem read as a CPU address)
     raise ValueError(f"a {type(spec).__name__} call runs on {device} but got buffers on {', '.join(strays)}; "
                      f"move them with tgfn.device_put(x, {device!r})")
+  if not settings.DEBUG:
+    _run_spec(spec, device, inputs, outputs)
+    return
+  with debug.summarized(type(spec).__name__, device) as summary:
+    summary.trips = _run_spec(spec, device, inputs, outputs)
+
+
+def _run_spec(spec: CallSpec, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> Optional[int]:
+  """Run one call; return its trip count if it is a loop."""
   if isinstance(spec, Call): compiled_body(spec.body, device).run_into(inputs, outputs)
   elif isinstance(spec, (CustomVJP, CustomJVP)): compiled_body(spec.fun, device).run_into(inputs, outputs)
   elif isinstance(spec, Cond):
     index = min(max(int(_scalar(inputs[0])), 0), len(spec.branches) - 1)
     compiled_body(spec.branches[index], device).run_into(inputs[1:], outputs)
-  elif isinstance(spec, Scan): _run_scan(spec, device, inputs, outputs)
-  elif isinstance(spec, While): _run_while(spec, device, inputs, outputs)
+  elif isinstance(spec, Scan):
+    _run_scan(spec, device, inputs, outputs)
+    return spec.length
+  elif isinstance(spec, While): return _run_while(spec, device, inputs, outputs)
   else: raise NotImplementedError(f"no runner for {type(spec).__name__}")
+  return None
 
 
 def _scratch_like(buffers: Sequence[Buffer]) -> list[Buffer]:
@@ -175,21 +200,24 @@ def _run_scan(spec: Scan, device: str, inputs: Sequence[Buffer], outputs: Sequen
     carry = target
 
 
-def _run_while(spec: While, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> None:
+def _run_while(spec: While, device: str, inputs: Sequence[Buffer], outputs: Sequence[Buffer]) -> int:
+  """Run the loop; return how many times its body ran."""
   kc, kb = spec.n_cond_consts, spec.n_body_consts
   cond_consts, body_consts, carry = list(inputs[:kc]), list(inputs[kc:kc + kb]), list(inputs[kc + kb:])
   cond, body = compiled_body(spec.cond, device), compiled_body(spec.body, device)
   final = list(outputs)
   scratch = None
   pred = Buffer(device, 1, spec.cond.outputs[0].dtype)
+  trips = 0
   while True:
     cond.run_into(cond_consts + carry, [pred])
     if not _scalar(pred): break
     if scratch is None: scratch = _scratch_like(final)
     target = scratch if carry is final else final
     body.run_into(body_consts + carry, target)
-    carry = target
+    carry, trips = target, trips + 1
   for src, dst in zip(carry, final): copy_buffer(src, dst)
+  return trips
 
 
 def call_groups(items: Sequence[Any]) -> dict[tuple, dict[int, UOp]]:

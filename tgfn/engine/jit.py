@@ -174,7 +174,8 @@ class CompiledGraph:
       k = step.kernel
       if k is not None and id(k) not in kernel_index:
         kernel_index[id(k)] = len(kernels)
-        kernels.append(plan_caching.StoredKernel(k.name, k.device, k.symbol or k.name, k.source, k.flops, k.opts))
+        kernels.append(plan_caching.StoredKernel(k.name, k.device, k.symbol or k.name, k.source, k.flops, k.opts,
+                                                 debug.base_label(k.lowered), debug.kernel_bytes(k.lowered)))
       steps.append((-1 if k is None else kernel_index[id(k)], step.slots, step.n_outputs))
     devices = {info.device for info in self.slots} | {k.device for k in kernels}
     return plan_caching.Plan([(i.device, i.size, i.dtype, i.shape) for i in self.slots],
@@ -193,7 +194,8 @@ class CompiledGraph:
 
   def _restore_kernels(self, plan: plan_caching.Plan) -> None:
     """Give the laid-out steps the stored plan's kernels (their programs loaded)."""
-    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol)
+    kernels = [CompiledKernel(k.name, k.device, program, k.source, k.flops, k.opts, symbol=k.symbol,
+                              stored_label=k.label, stored_bytes=k.nbytes)
                for k, program in zip(plan.kernels, plan.programs)]
     for step, (k, _, _) in zip(self.steps, plan.steps):
       if k >= 0: step.kernel = kernels[k]
@@ -300,7 +302,7 @@ class CompiledGraph:
     level, nans = settings.DEBUG, settings.DEBUG_NANS
     if not level and not nans:
       Counters.kernels_launched += self._n_launches
-      return self._replay(inputs)
+      return self._replay(inputs, reuse)
     return self._run(inputs, reuse, level, nans)
 
   def _first_replay(self, inputs: Sequence[Buffer], reuse: Optional[Sequence[Buffer]] = None) -> list[Buffer]:
@@ -328,15 +330,20 @@ class CompiledGraph:
       if sum(b is donor for b in inputs) > 1: buffers[out] = Buffer(donor.device, donor.size, donor.dtype)
       else: buffers[out] = buffers[i] = donor.donate()
     args = [b.arg if b is not None else None for b in buffers]
+    ran_before = debug.counts() if level else None
     for (program, slots, kind), (kernel, device, n_out) in zip(self._launches, self._launch_steps):
       t0 = time.perf_counter()
       if program is None: buffers[slots[0]].copyin(buffers[slots[1]].numpy())
-      elif kind == "call": program([buffers[s] for s in slots])
+      elif kind == "call": program([buffers[s] for s in slots])  # (a host or sub-graph call reports itself)
       else: program(*[args[s] for s in slots])
-      if level >= 2 and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
-      if nans and kernel is not None: debug_nans.check(kernel, [buffers[s] for s in slots[:n_out]])
+      if level and kernel is not None: debug.print_launch(kernel, device, time.perf_counter() - t0)
+      if level and program is None:
+        copy = buffers[slots[0]]
+        debug.copied(buffers[slots[1]].device, copy.device, copy.size, copy.dtype, t0)
+      if nans and kernel is not None: debug_nans.check(kernel, [buffers[s] for s in slots], n_out)
     if level or nans: Counters.kernels_launched += len(self._launches)  # (else counted by the caller)
-    if level >= 1: debug.print_call(f"jit call of {self.name}", len(self.kernels), time.perf_counter() - start)
+    if level and self.device is None:  # (a body's runs are summarized by its call: tgfn/engine/call.py)
+      debug.print_call(f"jit call of {self.name}", debug.counts() - ran_before, time.perf_counter() - start)
     return [buffers[s] for s in self.output_slots]
 
   def _make_replay(self) -> Callable[..., list[Buffer]]:

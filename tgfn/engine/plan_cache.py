@@ -8,8 +8,8 @@ inputs by position and captured constants by order of appearance, never by objec
 donated inputs, the switches codegen reads, the default device's compiler identity (its flags, CPU
 model and -march=native macros) and the identity of tgfn's own source files. Under that key a `Plan`
 holds everything a CompiledGraph needs to run: its buffer slots, which slots the captured constants
-fill, each kernel's device, function name and C source (the driver's own disk cache holds the
-binaries), the launch steps over slots, the output slots and the donation plan.
+fill, each kernel's device, function name, C source (the driver's own disk cache holds the
+binaries) and DEBUG=2 name and bytes moved, the launch steps over slots, the output slots and the donation plan.
 
 A damaged, truncated or unreadable entry is a miss (its hash check or `Plan.parse` rejects it) and is
 rewritten, as is (with a warning) one whose kernels cannot be loaded; entries are written to a
@@ -38,7 +38,7 @@ from tgfn.device import Device, cache_read, cache_write, warn_once
 from tgfn.dtype import DType, dtype_from_name
 from tgfn.uop.ops import Ops, UOp, toposort
 
-PLAN_FORMAT = 1   # bump when the stored layout changes
+PLAN_FORMAT = 2   # bump when the stored layout changes
 _NOT_KEPT = (Ops.CALL, Ops.HOST)  # their args are Python objects (bodies, functions) the plan cannot name
 
 
@@ -142,6 +142,8 @@ class StoredKernel:
   source: str
   flops: int
   opts: list[Opt]
+  label: str           # its DEBUG=2 name, without the '#n' that tells kernels of one process apart
+  nbytes: int          # bytes of the buffers it reads and writes (DEBUG=2's GB/s)
 
 
 @dataclass
@@ -163,8 +165,8 @@ class Plan:
       "format": PLAN_FORMAT, "compilers": self.compilers,
       "slots": [[d, size, dt.name, list(shape)] for d, size, dt, shape in self.slots],
       "captured": sorted(self.captured.items()),
-      "kernels": [[k.name, k.device, k.symbol, k.source, k.flops, [[o.op.name, o.axis, o.amount] for o in k.opts]]
-                  for k in self.kernels],
+      "kernels": [[k.name, k.device, k.symbol, k.source, k.flops, [[o.op.name, o.axis, o.amount] for o in k.opts],
+                   k.label, k.nbytes] for k in self.kernels],
       "steps": [[k, list(slots), n] for k, slots, n in self.steps],
       "outputs": self.outputs, "donation": sorted(self.donation.items())}).encode()
 
@@ -176,8 +178,8 @@ class Plan:
     slots = [(str(dev), int(size), dtype_from_name(dt), tuple(int(n) for n in shape))
              for dev, size, dt, shape in d["slots"]]
     kernels = [StoredKernel(str(name), str(dev), str(sym), str(src), int(flops),
-                            [Opt(OptOps[o], int(a), int(n)) for o, a, n in opts])
-               for name, dev, sym, src, flops, opts in d["kernels"]]
+                            [Opt(OptOps[o], int(a), int(n)) for o, a, n in opts], str(label), int(nbytes))
+               for name, dev, sym, src, flops, opts, label, nbytes in d["kernels"]]
     steps = [(int(k), tuple(int(s) for s in step_slots), int(n)) for k, step_slots, n in d["steps"]]
     plan = Plan(slots, {int(s): int(c) for s, c in d["captured"]}, kernels, steps, [int(s) for s in d["outputs"]],
                 {int(o): int(i) for o, i in d["donation"]}, {str(k): str(v) for k, v in d["compilers"].items()})

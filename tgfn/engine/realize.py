@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -52,6 +52,9 @@ class CompiledKernel:
   _linear: Optional[list[UOp]] = field(default=None, repr=False)
   compile_s: float = field(default=0.0, repr=False)  # seconds codegen and compiling took (DEBUG=2 prints it)
   symbol: Optional[str] = field(default=None, repr=False)  # its function's name in the binary, if not `name`
+  # a kernel loaded from the jit plan cache has no `lowered`: its DEBUG=2 name (without '#n') and bytes moved
+  stored_label: str = field(default="", repr=False)
+  stored_bytes: int = field(default=0, repr=False)
 
   @property
   def linear(self) -> list[UOp]:
@@ -371,43 +374,57 @@ def _run(plan: _Plan, leaves: list[UOp], params: list[UOp]) -> list[Any]:
   if len(plan.devices) > 1: return _run_on_queues(plan, buffers, params)
   start, level = time.perf_counter(), settings.DEBUG
   nans = settings.DEBUG_NANS
-  n_kernels = 0
+  ran_before = debug.counts() if level else None
   for step in plan.steps:
     if step.kernel is None or step.outputs[0][0] == 0:
       for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
-      n = len(step.outputs)
-      if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
-      elif step.kernel is None: buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
+      _run_other(step, buffers)
       continue
     driver = step.driver
     for slot, (size, dtype) in zip(step.slots, step.outputs):
       buffers[slot] = Buffer.allocated(step.device, size, dtype, driver.allocator, driver.kernel_arg)
-    t0 = time.perf_counter() if level >= 2 else 0.0
+    t0 = time.perf_counter() if level else 0.0
     step.kernel.program(*[buffers[s].arg for s in step.slots],
                         *[driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
-    n_kernels += 1
     Counters.kernels_launched += 1
-    if level >= 2: debug.print_launch(step.kernel, step.device, time.perf_counter() - t0)
-    if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots[:len(step.outputs)]])
+    if level: debug.print_launch(step.kernel, step.device, time.perf_counter() - t0)
+    if nans: debug_nans.check(step.kernel, [buffers[s] for s in step.slots], len(step.outputs))
   if level >= 1 and plan.steps:
-    debug.print_call(f"realized {len(plan.outputs)} output(s)", n_kernels, time.perf_counter() - start)
+    ran = debug.counts() - ran_before
+    debug.print_call(f"realized {len(plan.outputs)} output(s)", ran, time.perf_counter() - start)
   return buffers
+
+
+def _run_other(step: _Step, buffers: list[Any]) -> None:
+  """Run a step that is not a kernel launch: a call (sub-graph or host; each reports itself to DEBUG),
+  a copy between devices, or nothing (a kernel with an empty output)."""
+  n = len(step.outputs)
+  if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
+  elif step.kernel is None:
+    started = debug.clock()
+    buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
+    if started: debug.copied(buffers[step.slots[1]].device, step.device, *step.outputs[0], started)
 
 
 def _run_on_queues(plan: _Plan, buffers: list[Any], params: list[UOp]) -> list[Any]:
   """`_run` for a plan spanning several devices: each step on its device's queue (tgfn/engine/queues.py)."""
   def work(step: _Step) -> Callable[[], None]:
     def run() -> None:
-      n = len(step.outputs)
       for slot, (size, dtype) in zip(step.slots, step.outputs): buffers[slot] = Buffer(step.device, size, dtype)
-      if step.call is not None: step.call([buffers[s] for s in step.slots[n:]], [buffers[s] for s in step.slots[:n]])
-      elif step.kernel is None: buffers[step.slots[0]].copy_from(buffers[step.slots[1]])
-      elif step.outputs[0][0]:
-        step.kernel.program(*[buffers[s].arg for s in step.slots],
-                            *[step.driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
+      if step.kernel is None or not step.outputs[0][0]: return _run_other(step, buffers)
+      started = debug.clock()
+      step.kernel.program(*[buffers[s].arg for s in step.slots],
+                          *[step.driver.scalar_arg(params[i].arg, params[i].dtype) for i in step.params])
+      if started: debug.print_launch(step.kernel, step.device, time.perf_counter() - started)
     return run
+  start = time.perf_counter()
   queues.run_on_queues([(s.device, work(s), s.slots[len(s.outputs):], s.slots[:len(s.outputs)]) for s in plan.steps])
-  Counters.kernels_launched += sum(1 for s in plan.steps if s.kernel is not None and s.outputs[0][0])
+  launched = sum(1 for s in plan.steps if s.kernel is not None and s.outputs[0][0])
+  Counters.kernels_launched += launched
+  if settings.DEBUG:  # (the steps ran, and reported, on the devices' queue threads)
+    copies = sum(1 for s in plan.steps if s.kernel is None and s.call is None)
+    debug.print_call(f"realized {len(plan.outputs)} output(s) on {len(plan.devices)} devices",
+                     Counter(kernel=launched, copy=copies), time.perf_counter() - start)
   return buffers
 
 

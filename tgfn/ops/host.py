@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 
 from tgfn.uop.ops import Ops, UOp
+from tgfn.viz import debug
 
 from tgfn.dtype import DType
 
@@ -88,11 +89,13 @@ def check_host_node(node: UOp) -> Optional[str]:
 
 def run_host(node: UOp, out: Buffer, inputs: Sequence[Buffer]) -> None:
   """Compute a HOST node: read its inputs' buffers, call the NumPy function, write the packed outputs."""
+  started = debug.clock()
   fn, kw, batch, cores = _parts(node)
   arrays = [b.numpy().reshape(s.shape) for b, s in zip(inputs, node.src)]
   results = fn.impl(*arrays, **kw)
   packed = [np.asarray(r, dtype=node.dtype.np).reshape(batch + (math.prod(c),)) for r, c in zip(results, cores)]
   out.copyin(np.concatenate(packed, axis=-1) if packed else np.zeros(node.shape, node.dtype.np))
+  if started: debug.host_called(node, out, inputs, started)
 
 
 # ---- the Array level

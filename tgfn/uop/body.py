@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
+from tgfn.uop.ops import GroupOp, Ops, UOp, substitute, toposort
 
 Aval = tuple[tuple[int, ...], Any]  # (shape, dtype)
 
@@ -32,14 +32,10 @@ def is_canonical_input(u: UOp) -> bool:
 
 
 def substitute_many(roots: Sequence[UOp], mapping: dict[UOp, UOp]) -> list[UOp]:
-  """Replace nodes by `mapping` everywhere under `roots` (one pass: replacements are not rewritten)."""
+  """Replace nodes by `mapping` everywhere under `roots` (one pass: replacements are not rewritten). A
+  rebuilt node keeps the user's line of the node it replaces (DEBUG_NANS and errors inside a body name it)."""
   done: dict[UOp, UOp] = {}
-  for node in toposort(list(roots)):
-    if node in mapping: done[node] = mapping[node]
-    else:
-      new_src = tuple(done[s] for s in node.src)
-      done[node] = node if all(a is b for a, b in zip(new_src, node.src)) else node.replace(src=new_src)
-  return [done[r] for r in roots]
+  return [substitute(r, mapping, done) for r in roots]
 
 
 @dataclass(frozen=True)

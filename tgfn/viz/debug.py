@@ -1,8 +1,8 @@
 """What DEBUG=n prints, for eager realizes and jitted calls alike (docs/observability.md):
 
-  1  a line per realize or jit call: kernel count and time
-  2  a line per kernel launch: a name that says what the kernel is, time, GFLOP/s, GB/s, and the
-     compile time on its first launch
+  1  a line per realize or jit call: kernel count (loop bodies' launches included), host calls, copies, time
+  2  a line per kernel launch, host call and copy: a name that says what it is, time, GFLOP/s, GB/s, and
+     the compile time on a kernel's first launch; a loop's bodies as one line per kernel with its run count
   3  per kernel: the tensor-level operations fused into it, and why each buffer it writes exists
   4  the generated source (helpers shared by every kernel, such as the bfloat16 block, once)
   5  the linear program, each op with the positions of its operands
@@ -12,16 +12,20 @@ from __future__ import annotations
 import math
 import re
 import sys
+import threading
+import time
 from collections import Counter
-from typing import Any, Iterable, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
+from tgfn.helpers import settings
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 _INPUTS = (Ops.BUFFER, Ops.PLACEHOLDER)
 
 # ---- kernel names: what the kernel is, and unique per process (two different kernels never share one)
 
-_labels: dict[UOp, str] = {}          # kernel AST -> its label
+_labels: dict[Any, str] = {}          # kernel AST (a stored kernel's: its device and source) -> its label
 _label_uses: Counter = Counter()      # base label -> how many different ASTs have it
 
 
@@ -53,31 +57,145 @@ def kernel_label(kernel: Any) -> str:
   return label
 
 
-def _bytes(kernel: Any) -> int:
+def kernel_bytes(kernel: Any) -> int:
+  """Bytes of the buffers `kernel` (a LoweredKernel) reads and writes."""
   return sum(math.prod(b.shape) * b.dtype.itemsize for b in kernel.buffers)
 
 
+def base_label(kernel: Any) -> str:
+  """The label of `kernel` (a LoweredKernel) without its '#n': what a jit plan stores on disk."""
+  return kernel_label(kernel).split(" #")[0]
+
+
+def _stored_label(kernel: Any) -> str:
+  """The label of a kernel loaded from the jit plan cache, made unique as kernel_label makes them."""
+  key = ("stored", kernel.device, kernel.source)
+  if (hit := _labels.get(key)) is not None: return hit
+  _label_uses[kernel.stored_label] += 1
+  uses = _label_uses[kernel.stored_label]
+  label = _labels[key] = kernel.stored_label if uses == 1 else f"{kernel.stored_label} #{uses}"
+  return label
+
+
+def launch_label(kernel: Any) -> str:
+  """The DEBUG name of a CompiledKernel, compiled in this process or loaded from the jit plan cache."""
+  if kernel.lowered is not None: return kernel_label(kernel.lowered)
+  return _stored_label(kernel) if kernel.stored_label else kernel.name
+
+
 # ---- level 1 and 2
+#
+# Every kernel launch, host call and copy between buffers reports itself here while DEBUG is on. At level 2
+# each prints a line, except inside a sub-graph call (scan, while_loop, cond, ...): there the body's launches
+# are tallied, per kernel, and printed when the call ends, one line per kernel with how many times it ran.
 
 _first_launch_done: set[int] = set()  # ids of compiled kernels whose first launch was printed
 
 
-def print_call(what: str, n_kernels: int, seconds: float) -> None:
-  print(f"{what} with {n_kernels} kernel(s) in {seconds * 1e3:.3f} ms")
+class _Tally:
+  """One kernel (or host call, or copy) inside a sub-graph call: how often it ran and for how long."""
+  __slots__ = ("count", "seconds", "flops", "nbytes", "note")
+
+  def __init__(self) -> None: self.count, self.seconds, self.flops, self.nbytes, self.note = 0, 0.0, 0, 0, ""
+
+
+class _PerThread(threading.local):
+  def __init__(self) -> None:
+    self.tally: Optional[dict[tuple[str, str], _Tally]] = None  # the open call's, on this thread
+    self.counts: Counter = Counter()  # "kernel", "host call", "copy": what ran on this thread
+
+
+_here = _PerThread()
+
+
+def clock() -> float:
+  """The time now while DEBUG is on, else 0.0: a copy or host call times itself only then."""
+  return time.perf_counter() if settings.DEBUG else 0.0
+
+
+def _line(name: str, device: str, seconds: float, flops: int, nbytes: int) -> str:
+  seconds = max(seconds, 1e-9)
+  return (f"{name:42s} {device:7s} {seconds * 1e6:10.1f} us {flops / seconds / 1e9:8.2f} GFLOP/s "
+          f"{nbytes / seconds / 1e9:8.2f} GB/s")
+
+
+def _report(kind: str, name: str, device: str, seconds: float, flops: int, nbytes: int, note: str = "") -> None:
+  _here.counts[kind] += 1
+  if (tally := _here.tally) is not None:
+    t = tally.setdefault((name, device), _Tally())
+    t.count += 1
+    t.seconds += seconds
+    t.flops += flops
+    t.nbytes += nbytes
+    t.note = t.note or note
+  elif settings.DEBUG >= 2: print(f"  {_line(name, device, seconds, flops, nbytes)}{note}")
 
 
 def print_launch(kernel: Any, device: str, seconds: float) -> None:
   """One kernel launch (`kernel` a CompiledKernel)."""
-  name = kernel_label(kernel.lowered) if kernel.lowered is not None else kernel.name
-  seconds = max(seconds, 1e-9)
-  moved = _bytes(kernel.lowered) if kernel.lowered is not None else 0
-  line = (f"  {name:42s} {device:7s} {seconds * 1e6:10.1f} us {kernel.flops / seconds / 1e9:8.2f} GFLOP/s "
-          f"{moved / seconds / 1e9:8.2f} GB/s")
-  if id(kernel) not in _first_launch_done:
+  nbytes = kernel_bytes(kernel.lowered) if kernel.lowered is not None else kernel.stored_bytes
+  note = ""
+  if settings.DEBUG >= 2 and id(kernel) not in _first_launch_done:
     _first_launch_done.add(id(kernel))
-    compile_s = getattr(kernel, "compile_s", 0.0)
-    line += f"  (compiled in {compile_s * 1e3:.1f} ms)" if compile_s else "  (first launch)"
-  print(line)
+    note = f"  (compiled in {kernel.compile_s * 1e3:.1f} ms)" if kernel.compile_s else \
+      "  (loaded with a jit plan from the disk cache)" if kernel.stored_label else "  (first launch)"
+  _report("kernel", launch_label(kernel), device, seconds, kernel.flops, nbytes, note)
+
+
+def copied(source: str, target: str, size: int, dtype: Any, started: float) -> None:
+  """A copy of `size` elements of `dtype` from device `source` to device `target` ('host': NumPy memory),
+  begun at `started` (from clock())."""
+  _report("copy", f"copy {size} {dtype.name} {source} -> {target}", source, time.perf_counter() - started, 0,
+          size * dtype.itemsize)
+
+
+def host_called(node: UOp, out: Any, inputs: Sequence[Any], started: float) -> None:
+  """A host call (NumPy, LAPACK, FFT, MPI) computing `node` into `out` from `inputs` (Buffers), begun at
+  `started`."""
+  read = sum(b.nbytes for b in inputs)
+  note = f"  (run on the host: {read} B copied out of {out.device}, {out.nbytes} B back in)"
+  _report("host call", f"host {node.arg[0]} of {_dims(node.src[0].shape)} {node.src[0].dtype.name}", out.device,
+          time.perf_counter() - started, 0, read + out.nbytes, note)
+
+
+def counts() -> Counter:
+  """What has run on this thread so far (the difference of two of these is what ran in between)."""
+  return _here.counts.copy()
+
+
+class CallSummary:
+  """What `summarized` prints for a call: its trip count, set by the call's runner once it is known."""
+  trips: Optional[int] = None
+
+
+@contextmanager
+def summarized(what: str, device: str) -> Iterator[CallSummary]:
+  """Tally the launches of a sub-graph call's bodies; at its end print the call and, per kernel, host
+  call or copy, one line with how many times it ran and its total time. A call nested in another adds to
+  the outer call's tally."""
+  summary = CallSummary()
+  if _here.tally is not None:
+    yield summary
+    return
+  _here.tally, start = {}, time.perf_counter()
+  try:
+    yield summary
+  finally:
+    tally, _here.tally = _here.tally, None
+  if settings.DEBUG < 2: return
+  runs = f" x{summary.trips}" if summary.trips is not None else ""
+  launches = sum(t.count for t in tally.values())
+  print(f"  {what}{runs} on {device}: {launches} launch(es) in {(time.perf_counter() - start) * 1e6:.1f} us; "
+        f"per kernel, all of its runs:")
+  for (name, dev), t in tally.items():
+    print(f"    {_line(f'{name} x{t.count}', dev, t.seconds, t.flops, t.nbytes)}{t.note}")
+
+
+def print_call(what: str, ran: Counter, seconds: float) -> None:
+  """Level 1: a realize or jit call, with the kernels (and host calls and copies) it ran."""
+  plurals = (("host call", "host call(s)"), ("copy", "copies"))
+  others = "".join(f", {ran[kind]} {plural}" for kind, plural in plurals if ran[kind])
+  print(f"{what} with {ran['kernel']} kernel(s){others} in {seconds * 1e3:.3f} ms")
 
 
 # ---- level 3: what each kernel fuses, why each buffer exists
