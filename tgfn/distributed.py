@@ -63,7 +63,7 @@ def _wait(request: Any, what: str) -> None:
 
 _KINDS = {"sum": 1, "max": 2, "min": 3, "allgather": 4}
 _DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-           "float64"]
+           "float64", "complex64", "complex128"]
 _MAX_DIMS = 8
 
 
@@ -87,9 +87,13 @@ def _check_same(kind: str, x: np.ndarray) -> None:
 
 
 def allreduce(x: np.ndarray, op: str) -> np.ndarray:
-  """The elementwise sum, max or min of x over all processes (the same on each)."""
+  """The elementwise sum, max or min of x over all processes (the same on each), in x's dtype. MPI has no
+  16-bit floats, so float16 is reduced as float32 (exact for max and min; a sum rounded once), and reduces
+  bools only logically: their sum, as within one process, is their OR (the max of their bytes)."""
   from mpi4py import MPI
   x = np.ascontiguousarray(x)
+  if x.dtype == np.float16: return allreduce(x.astype(np.float32), op).astype(np.float16)
+  if x.dtype == np.bool_: return allreduce(x.view(np.uint8), "max" if op == "sum" else op).view(np.bool_)
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same(op, x)
@@ -100,8 +104,9 @@ def allreduce(x: np.ndarray, op: str) -> np.ndarray:
 
 
 def allgather(x: np.ndarray) -> np.ndarray:
-  """Every process's x, concatenated along axis 0 in process order."""
+  """Every process's x, concatenated along axis 0 in process order (float16, which MPI lacks, as its bits)."""
   x = np.ascontiguousarray(x)
+  if x.dtype == np.float16: return allgather(x.view(np.uint16)).view(np.float16)
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same("allgather", x)
