@@ -73,14 +73,14 @@ def _members(dtype: str) -> np.ndarray:
 
 def _inexact_collectives(me: int) -> list[str]:
   """The (dtype, collective) pairs whose result across the processes differs from NumPy's, or that fail."""
-  wide = {"b": "bool", "i": "int64", "u": "uint64", "f": "float64", "c": "complex128"}
+  wide = {"b": "int64", "i": "int64", "u": "uint64", "f": "float64", "c": "complex128"}  # (a bool's byte 0 or 1)
   bad = []
   for dtype in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
                 "bfloat16", "float32", "float64", "complex64"):
     members = _members(dtype if dtype != "bfloat16" else "float32")  # (NumPy has no bfloat16)
     exact = members.astype(wide[members.dtype.kind])
     x = tnp.asarray(members[2 * me:2 * me + 2].astype(exact.dtype)).astype(dtype)
-    wants = {"psum": exact.any(0) if dtype == "bool" else members.sum(0, dtype=members.dtype).astype(exact.dtype),
+    wants = {"psum": exact.max(0) if dtype == "bool" else members.sum(0, dtype=members.dtype).astype(exact.dtype),
              "all_gather": exact}
     if dtype != "complex64": wants.update(pmax=exact.max(0), pmin=exact.min(0))
     for name, want in wants.items():

@@ -68,9 +68,9 @@ def test_jit_with_shardings_traces_once_per_shape_and_keeps_its_layouts():
   f, traces = _counting(lambda x, w: tnp.tanh(x @ w))
   step = tgfn.jit(f, in_shardings=(split, replicated))
   w = np.eye(3, dtype=np.float32) / 2
-  for k in range(5):  # new values each call, same structure; the second argument once already laid out
+  for k in range(5):  # new values each call, same structure; once both arguments come laid out, x otherwise
     x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 + k
-    out = step(tnp.asarray(x), tgfn.device_put(w, replicated) if k == 2 else w)
+    out = step(*(tgfn.device_put(a, replicated) for a in (x, w))) if k == 2 else step(tnp.asarray(x), w)
     assert isinstance(out, ShardedArray) and out.sharding == split
     assert [b.device for b in out.blocks] == ["CPU", "CPU:1"]
     np.testing.assert_allclose(out.numpy(), np.tanh(x @ w), rtol=1e-6)
@@ -79,6 +79,14 @@ def test_jit_with_shardings_traces_once_per_shape_and_keeps_its_layouts():
   np.testing.assert_allclose(step(x, w).numpy(), np.tanh(x @ w), rtol=1e-6)
   step(x, w)
   assert len(traces) == 2
+  by_own_layout = tgfn.jit(f, in_shardings=(None, None))  # each argument keeps its own: a new one retraces
+  columns = NamedSharding(mesh, P(None, "d"))
+  assert by_own_layout(tgfn.device_put(x, split), tgfn.device_put(w, replicated)).sharding == split
+  wide = np.ones((3, 4), np.float32)
+  out = by_own_layout(tgfn.device_put(x, replicated), tgfn.device_put(wide, columns))
+  assert out.sharding == columns
+  np.testing.assert_allclose(out.numpy(), np.tanh(x @ wide), rtol=1e-6)
+  assert len(traces) == 4
 
 
 def test_a_retrace_of_jit_with_shardings_is_reported_as_plain_jit_reports_it(monkeypatch, capsys):
