@@ -87,30 +87,38 @@ def _check_same(kind: str, x: np.ndarray) -> None:
 
 
 def allreduce(x: np.ndarray, op: str) -> np.ndarray:
-  """The elementwise sum, max or min of x over all processes (the same on each), in x's dtype. MPI has no
-  16-bit floats, so float16 is reduced as float32 (exact for max and min; a sum rounded once), and reduces
-  bools only logically: their sum, as within one process, is their OR (the max of their bytes)."""
-  from mpi4py import MPI
+  """The elementwise sum, max or min of x over all processes (the same on each), in x's dtype."""
   x = np.ascontiguousarray(x)
-  if x.dtype == np.float16: return allreduce(x.astype(np.float32), op).astype(np.float16)
-  if x.dtype == np.bool_: return allreduce(x.view(np.uint8), "max" if op == "sum" else op).view(np.bool_)
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same(op, x)
-  out = np.empty_like(x)
-  _wait(_state["comm"].Iallreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]), f"an allreduce ({op})")
+  out = _mpi_allreduce(x, op)
   CollectiveTimers.add("mpi", time.perf_counter() - start)
   return out
 
 
+def _mpi_allreduce(x: np.ndarray, op: str) -> np.ndarray:
+  """MPI has no 16-bit floats, so float16 is reduced as float32 (exact for max and min; a sum rounded
+  once), and reduces bools only logically: their sum, as within one process, is their OR (the max of
+  their bytes)."""
+  from mpi4py import MPI
+  if x.dtype == np.float16: return _mpi_allreduce(x.astype(np.float32), op).astype(np.float16)
+  if x.dtype == np.bool_: return _mpi_allreduce(x.view(np.uint8), "max" if op == "sum" else op).view(np.bool_)
+  out = np.empty_like(x)
+  _wait(_state["comm"].Iallreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]), f"an allreduce ({op})")
+  return out
+
+
 def allgather(x: np.ndarray) -> np.ndarray:
-  """Every process's x, concatenated along axis 0 in process order (float16, which MPI lacks, as its bits)."""
+  """Every process's x, concatenated along axis 0 in process order."""
   x = np.ascontiguousarray(x)
-  if x.dtype == np.float16: return allgather(x.view(np.uint16)).view(np.float16)
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same("allgather", x)
-  out = np.empty((process_count(),) + x.shape, x.dtype)
-  _wait(_state["comm"].Iallgather(x, out), "an allgather")
+  # float16, which MPI lacks, travels as its bits
+  bits = x.view(np.uint16) if x.dtype == np.float16 else x
+  out = np.empty((process_count(),) + x.shape, bits.dtype)
+  _wait(_state["comm"].Iallgather(bits, out), "an allgather")
   CollectiveTimers.add("mpi", time.perf_counter() - start)
+  out = out.view(x.dtype)
   return out.reshape((process_count() * x.shape[0],) + x.shape[1:]) if x.ndim else out
