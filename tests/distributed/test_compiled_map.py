@@ -1,6 +1,6 @@
-"""pmap, shard_map and jit with shardings trace once per input structure, as jit does: a repeat call with the same shapes,
-dtypes and devices replays the compiled kernels (f is not called), a new shape traces again. Counted as
-JAX users count traces: a Python side effect inside f runs only when f is traced."""
+"""pmap, shard_map and jit with shardings trace once per input structure, as jit does: a repeat call with
+the same shapes, dtypes and devices replays the compiled kernels (f is not called), a new shape traces
+again. Counted as JAX users count traces: a Python side effect inside f runs only when f is traced."""
 import time
 
 import numpy as np

@@ -79,7 +79,8 @@ def check_host_node(node: UOp) -> Optional[str]:
   if len(node.src) != len(fn.core_dims): return f"{arg[0]} takes {len(fn.core_dims)} inputs, got {len(node.src)}"
   if node.dtype is not fn.out_dtype(node.src[0].dtype):
     return f"dtype must be {fn.out_dtype(node.src[0].dtype).name}, the output dtype of {arg[0]}"
-  if not (fn.any_dtype or node.dtype.is_inexact): return f"{arg[0]} takes float or complex values, got {node.dtype.name}"
+  if not (fn.any_dtype or node.dtype.is_inexact):
+    return f"{arg[0]} takes float or complex values, got {node.dtype.name}"
   batches = {s.shape[:len(s.shape) - k] for s, k in zip(node.src, fn.core_dims)}
   if len(batches) != 1: return f"inputs have different batch shapes {sorted(batches)}"
   _, _, batch, outs = _parts(node)

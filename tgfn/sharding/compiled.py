@@ -30,7 +30,7 @@ from tgfn.transforms.trace import flatten_outputs, fn_name, is_traced, placehold
 from tgfn.tree import flatten, unflatten
 from tgfn.uop.ops import Ops
 
-Layout = Optional[tuple[NamedSharding, tuple[int, ...]]]  # a sharded value's sharding and whole shape; None: not sharded
+Layout = Optional[tuple[NamedSharding, tuple[int, ...]]]  # a sharded value's sharding and whole shape, or None
 
 
 @dataclass
@@ -113,11 +113,11 @@ class CompiledMap:
     self._keys_seen.append(key)
     holders = [self._holder(a) for a in arrays]
     outs, out_tree = flatten_outputs(self.run(*unflatten(in_tree, holders)), self.name)
-    graph = CompiledGraph([p.uop for h in holders for p in _parts(h)], [p.uop for o in outs for p in _parts(o)],
-                          name=f"{self.label} {self.name}")
+    inputs, outputs = [p.uop for h in holders for p in _parts(h)], [p.uop for o in outs for p in _parts(o)]
+    graph = CompiledGraph(inputs, outputs, name=f"{self.label} {self.name}")
     devices = {info.device for info in graph.slots}
-    return _Entry(graph, out_tree, [p.shape for o in outs for p in _parts(o)],
-                  [(o.sharding, o.shape) if isinstance(o, ShardedArray) else None for o in outs], len(devices) > 1,
+    layouts = [(o.sharding, o.shape) if isinstance(o, ShardedArray) else None for o in outs]
+    return _Entry(graph, out_tree, [u.shape for u in outputs], layouts, len(devices) > 1,
                   threading.Lock() if graph.has_scratch else None)
 
   @staticmethod
