@@ -63,7 +63,7 @@ def _wait(request: Any, what: str) -> None:
 
 _KINDS = {"sum": 1, "max": 2, "min": 3, "allgather": 4}
 _DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-           "float64"]
+           "float64", "complex64", "complex128"]
 _MAX_DIMS = 8
 
 
@@ -87,15 +87,25 @@ def _check_same(kind: str, x: np.ndarray) -> None:
 
 
 def allreduce(x: np.ndarray, op: str) -> np.ndarray:
-  """The elementwise sum, max or min of x over all processes (the same on each)."""
-  from mpi4py import MPI
+  """The elementwise sum, max or min of x over all processes (the same on each), in x's dtype."""
   x = np.ascontiguousarray(x)
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same(op, x)
+  out = _mpi_allreduce(x, op)
+  CollectiveTimers.add("mpi", time.perf_counter() - start)
+  return out
+
+
+def _mpi_allreduce(x: np.ndarray, op: str) -> np.ndarray:
+  """MPI has no 16-bit floats, so float16 is reduced as float32 (exact for max and min; a sum rounded
+  once), and reduces bools only logically: their sum, as within one process, is their OR (the max of
+  their bytes)."""
+  from mpi4py import MPI
+  if x.dtype == np.float16: return _mpi_allreduce(x.astype(np.float32), op).astype(np.float16)
+  if x.dtype == np.bool_: return _mpi_allreduce(x.view(np.uint8), "max" if op == "sum" else op).view(np.bool_)
   out = np.empty_like(x)
   _wait(_state["comm"].Iallreduce(x, out, op={"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]), f"an allreduce ({op})")
-  CollectiveTimers.add("mpi", time.perf_counter() - start)
   return out
 
 
@@ -105,7 +115,10 @@ def allgather(x: np.ndarray) -> np.ndarray:
   if process_count() == 1: return x.copy()
   start = time.perf_counter()
   _check_same("allgather", x)
-  out = np.empty((process_count(),) + x.shape, x.dtype)
-  _wait(_state["comm"].Iallgather(x, out), "an allgather")
+  # float16, which MPI lacks, travels as its bits
+  bits = x.view(np.uint16) if x.dtype == np.float16 else x
+  out = np.empty((process_count(),) + x.shape, bits.dtype)
+  _wait(_state["comm"].Iallgather(bits, out), "an allgather")
   CollectiveTimers.add("mpi", time.perf_counter() - start)
+  out = out.view(x.dtype)
   return out.reshape((process_count() * x.shape[0],) + x.shape[1:]) if x.ndim else out

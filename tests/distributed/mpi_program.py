@@ -2,6 +2,8 @@
 import os
 import sys
 
+import numpy as np
+
 import tgfn
 import tgfn.numpy as tnp
 from tgfn import lax
@@ -41,6 +43,9 @@ def main(case: str) -> int:
     errors["psum jvp"] = float(tnp.abs(tangent[0] - 2 * (psum(x)[0])).max())
     print(f"process {me}: errors {errors} pmax {top.tolist() == want_top}", flush=True)
     return 0
+  if case == "exact":  # every dtype crosses the processes unchanged: no detour through another dtype
+    print(f"process {me}: inexact {_inexact_collectives(me)}", flush=True)
+    return 0
   if case == "mismatch":  # the processes bring different shapes
     try:
       psum(tnp.ones((1, 2 + me))).numpy()
@@ -53,6 +58,38 @@ def main(case: str) -> int:
     psum(tnp.ones((1, 2))).numpy()
     return 0
   raise SystemExit(f"unknown case {case}")
+
+
+def _members(dtype: str) -> np.ndarray:
+  """One row per member of the 4 (2 per process): values at the edge of what the dtype holds exactly."""
+  m = np.arange(4)[:, None]
+  if dtype == "bool": return np.concatenate([m % 2 == 0, m < 0], axis=1)
+  if np.dtype(dtype).kind in "iu":  # near a quarter of the largest value, where float64 is 512 apart (int64)
+    info = np.iinfo(dtype)
+    return np.concatenate([info.max // 4 - 2 * m - 1, info.min // 4 + 3 * m + 1], axis=1).astype(dtype)
+  if dtype == "complex64": return (np.concatenate([m, -m], axis=1) + 1j * (2 ** 20 + m)).astype(dtype)
+  return np.concatenate([2.0 ** 5 + m, -(2.0 ** 4) - m], axis=1)  # sums that float16 and bfloat16 hold exactly
+
+
+def _inexact_collectives(me: int) -> list[str]:
+  """The (dtype, collective) pairs whose result across the processes differs from NumPy's, or that fail."""
+  wide = {"b": "int64", "i": "int64", "u": "uint64", "f": "float64", "c": "complex128"}  # (a bool's byte 0 or 1)
+  bad = []
+  for dtype in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                "bfloat16", "float32", "float64", "complex64"):
+    members = _members(dtype if dtype != "bfloat16" else "float32")  # (NumPy has no bfloat16)
+    exact = members.astype(wide[members.dtype.kind])
+    x = tnp.asarray(members[2 * me:2 * me + 2].astype(exact.dtype)).astype(dtype)
+    wants = {"psum": exact.max(0) if dtype == "bool" else members.sum(0, dtype=members.dtype).astype(exact.dtype),
+             "all_gather": exact}
+    if dtype != "complex64": wants.update(pmax=exact.max(0), pmin=exact.min(0))
+    for name, want in wants.items():
+      try:
+        got = tgfn.pmap(lambda v: getattr(lax, name)(v, "i"), "i")(x).astype(exact.dtype).numpy()
+        if got.dtype != want.dtype or not (got == want).all(): bad.append(f"{dtype} {name}: {got[0].tolist()}")
+      except Exception as e:  # noqa: BLE001 (listed, so every dtype is tried)
+        bad.append(f"{dtype} {name}: {type(e).__name__}: {e}")
+  return bad
 
 
 if __name__ == "__main__":

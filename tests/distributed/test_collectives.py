@@ -147,3 +147,19 @@ def test_mesh_and_pmap_larger_than_the_devices_are_clear_errors():
   with pytest.raises(ValueError, match="needs 5 devices, but only 4"): tgfn.pmap(lambda v: v)(tnp.ones((5, 2)))
   with pytest.raises(ValueError, match="not divisible"):
     tgfn.shard_map(lambda b: b, mesh=make_mesh((4,), ("i",)), in_specs=P("i"), out_specs=P("i"))(tnp.ones(6))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "uint64", "float16", "bfloat16", "complex64"])
+def test_the_cross_process_step_keeps_every_dtype(dtype):
+  # in one process the MPI step hands its operand back: it must come back unchanged, in its own dtype
+  # (tests/distributed/test_mpi.py checks two processes)
+  from tgfn.lax.cross_process import allgather_processes, allreduce_processes
+  values = {"bool": [True, False], "int8": [-128, 127], "int64": [2 ** 62 + 1, -(2 ** 62) - 1],
+            "uint64": [2 ** 64 - 1, 2 ** 63 + 1], "float16": [65504.0, 2.0 ** -24], "bfloat16": [3.0e38, -1.5],
+            "complex64": [complex(1, 2 ** 20), -3j]}[dtype]
+  x = tnp.asarray(np.array(values, dtype if dtype != "bfloat16" else "float32")).astype(dtype)
+  ops = ("sum",) if dtype == "complex64" else ("sum", "max", "min")  # (complex numbers have no order)
+  results = [allgather_processes(x, 0)] + [allreduce_processes(x, op) for op in ops]
+  for r in results:
+    assert r.dtype == x.dtype
+    np.testing.assert_array_equal(r.numpy(), x.numpy())

@@ -1,15 +1,18 @@
-"""pmap and shard_map trace once per input structure, as jit does: a repeat call with the same shapes,
-dtypes and devices replays the compiled kernels (f is not called), a new shape traces again. Counted as
-JAX users count traces: a Python side effect inside f runs only when f is traced."""
+"""pmap, shard_map and jit with shardings trace once per input structure, as jit does: a repeat call with
+the same shapes, dtypes and devices replays the compiled kernels (f is not called), a new shape traces
+again. Counted as JAX users count traces: a Python side effect inside f runs only when f is traced."""
 import time
 
 import numpy as np
+
+import pytest
 
 import tgfn
 import tgfn.numpy as tnp
 from tgfn import lax
 from tgfn.engine import queues
-from tgfn.sharding import P, make_mesh
+from tgfn.sharding import NamedSharding, P, ShardedArray, make_mesh
+from tgfn.transforms.jit import RETRACE_WARNING_AFTER, RetraceWarning
 
 
 def _counting(f):
@@ -57,6 +60,59 @@ def test_shard_map_traces_once_per_shape():
   assert len(traces) == 1
   mapped(tnp.zeros(32))
   assert len(traces) == 2
+
+
+def test_jit_with_shardings_traces_once_per_shape_and_keeps_its_layouts():
+  mesh = make_mesh((2,), ("d",))
+  split, replicated = NamedSharding(mesh, P("d")), NamedSharding(mesh, P())
+  f, traces = _counting(lambda x, w: tnp.tanh(x @ w))
+  step = tgfn.jit(f, in_shardings=(split, replicated))
+  w = np.eye(3, dtype=np.float32) / 2
+  for k in range(5):  # new values each call, same structure; once both arguments come laid out, x otherwise
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 + k
+    out = step(*(tgfn.device_put(a, replicated) for a in (x, w))) if k == 2 else step(tnp.asarray(x), w)
+    assert isinstance(out, ShardedArray) and out.sharding == split
+    assert [b.device for b in out.blocks] == ["CPU", "CPU:1"]
+    np.testing.assert_allclose(out.numpy(), np.tanh(x @ w), rtol=1e-6)
+  assert len(traces) == 1
+  x = np.ones((6, 3), np.float32)  # a new shape is a miss
+  np.testing.assert_allclose(step(x, w).numpy(), np.tanh(x @ w), rtol=1e-6)
+  step(x, w)
+  assert len(traces) == 2
+  by_own_layout = tgfn.jit(f, in_shardings=(None, None))  # each argument keeps its own: a new one retraces
+  columns = NamedSharding(mesh, P(None, "d"))
+  assert by_own_layout(tgfn.device_put(x, split), tgfn.device_put(w, replicated)).sharding == split
+  wide = np.ones((3, 4), np.float32)
+  out = by_own_layout(tgfn.device_put(x, replicated), tgfn.device_put(wide, columns))
+  assert out.sharding == columns
+  np.testing.assert_allclose(out.numpy(), np.tanh(x @ wide), rtol=1e-6)
+  assert len(traces) == 4
+
+
+def test_a_retrace_of_jit_with_shardings_is_reported_as_plain_jit_reports_it(monkeypatch, capsys):
+  mesh = make_mesh((2,), ("d",))
+  step = tgfn.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("d")))
+  step(np.ones(4, np.float32))
+  monkeypatch.setenv("DEBUG", "1")
+  step(np.ones(4, np.float32))
+  assert "jit call of sharded <lambda> with 2 kernel(s)" in capsys.readouterr().out
+  monkeypatch.setenv("DEBUG", "0")
+  monkeypatch.setenv("TGFN_LOG_COMPILES", "1")
+  step(np.ones(6, np.float32))
+  split = "NamedSharding(mesh={'d': 2}, spec=PartitionSpec('d'))"
+  assert f"retracing because leaf 0: ((4,), 'float32', {split}) -> ((6,), 'float32', {split})" in capsys.readouterr().err
+  monkeypatch.setenv("TGFN_LOG_COMPILES", "0")
+  with pytest.warns(RetraceWarning, match="compiled 5 times"):
+    for n in range(RETRACE_WARNING_AFTER - 1): step(np.ones(8 + 2 * n, np.float32))
+
+
+def test_a_pmap_compile_is_reported_with_its_reason(monkeypatch, capsys):
+  monkeypatch.setenv("TGFN_LOG_COMPILES", "1")
+  mapped = tgfn.pmap(lambda x: x + 1, "i")
+  for n in (3, 3, 5): mapped(tnp.ones((2, n)))
+  err = capsys.readouterr().err
+  assert err.count("tgfn.pmap: compiling <lambda>") == 2
+  assert "retracing because leaf 0: ((2, 3), 'float32', 'CPU') -> ((2, 5), 'float32', 'CPU')" in err
 
 
 def test_grad_of_a_pmap_from_outside_still_differentiates_its_graph():

@@ -56,3 +56,9 @@ def test_a_process_that_leaves_ends_the_job_without_a_hang():
   assert run.returncode != 0
   said = run.stdout + run.stderr
   assert "waited 10 s for the other processes" in said or "exited" in said, said
+
+
+def test_collectives_across_processes_are_exact_in_every_dtype():
+  run = _mpirun(str(ROOT / "tests/distributed/mpi_program.py"), "exact")
+  assert run.returncode == 0, run.stdout + run.stderr
+  for rank in (0, 1): assert f"process {rank}: inexact []" in run.stdout, run.stdout + run.stderr

@@ -15,6 +15,9 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
+from tgfn.helpers import settings
+from tgfn.viz import debug
+
 _queues: dict[str, queue.SimpleQueue] = {}
 _lock = threading.Lock()
 
@@ -110,9 +113,11 @@ def replay_on_queues(graph: Any, inputs: Sequence[Any]) -> list[Any]:
     return copy
 
   from tgfn.engine.realize import Counters
+  start = time.perf_counter()
   storage = [id(b) for b in buffers]  # slots that share a buffer are one storage
   launched = [step for step in graph.steps if step.kernel is None or graph.slots[step.slots[0]].size]
   run_on_queues([(graph.slots[step.slots[0]].device, work(step), [storage[s] for s in step.inputs],
                   [storage[s] for s in step.outputs]) for step in launched])
   Counters.kernels_launched += len(launched)
+  if settings.DEBUG >= 1: debug.print_call(f"jit call of {graph.name}", len(graph.kernels), time.perf_counter() - start)
   return [buffers[s] for s in graph.output_slots]

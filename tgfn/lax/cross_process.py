@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tgfn.array import Array
+from tgfn.dtype import dtypes
 from tgfn.ops.host import HOST_FUNCTIONS, HostFunction, host_call, register
 
 
@@ -40,7 +41,8 @@ def _allreduce_vjp(inputs: list, outputs: list, cts: list, op: str) -> list:
   return [total if op == "sum" else total * _extremum_share(inputs[0], outputs[0])]
 
 
-register(HostFunction("mpi_allreduce", (0,), _allreduce, lambda cores, op: [()], _allreduce_jvp, _allreduce_vjp))
+register(HostFunction("mpi_allreduce", (0,), _allreduce, lambda cores, op: [()], _allreduce_jvp, _allreduce_vjp,
+                     any_dtype=True))
 
 
 def _allgather_jvp(inputs: list, outputs: list, tangents: list) -> list:
@@ -63,22 +65,21 @@ def _allgather_function(ndim: int) -> str:
       return (np.moveaxis(allgather(np.ascontiguousarray(front)), 0, x.ndim - ndim),)
     register(HostFunction(name, (ndim,), gather_core,
                           lambda cores: [(process_count() * cores[0][0],) + tuple(cores[0][1:])], _allgather_jvp,
-                          _allgather_vjp))
+                          _allgather_vjp, any_dtype=True))
   return name
 
 
-def _as_float(x: Array) -> Array:
-  return x if x.dtype.is_float else x.astype("float64")  # (host nodes carry floats; ints below 2**53 are exact)
-
-
 def allreduce_processes(x: Array, op: str) -> Array:
-  """x combined elementwise (op: sum, max, min) over all processes."""
-  return host_call("mpi_allreduce", [_as_float(x)], op=op)[0].astype(x.dtype)
+  """x combined elementwise (op: sum, max, min) over all processes, in x's dtype. A bfloat16 value is held
+  on the host as its bits, which MPI would add as integers: it is reduced as float32 (exact for max and
+  min; a sum rounded once), as tgfn.distributed.allreduce does for float16."""
+  carrier = dtypes.float32 if x.dtype is dtypes.bfloat16 else x.dtype
+  return host_call("mpi_allreduce", [x.astype(carrier)], op=op)[0].astype(x.dtype)
 
 
 def allgather_processes(x: Array, axis: int) -> Array:
   """Every process's x concatenated along `axis`, in process order."""
   import tgfn.numpy as tnp
   if x.ndim == 0: raise ValueError("allgather across processes needs an operand with at least one dimension")
-  front = tnp.moveaxis(_as_float(x), axis, 0)
-  return tnp.moveaxis(host_call(_allgather_function(x.ndim), [front])[0], 0, axis).astype(x.dtype)
+  front = tnp.moveaxis(x, axis, 0)
+  return tnp.moveaxis(host_call(_allgather_function(x.ndim), [front])[0], 0, axis)

@@ -49,6 +49,7 @@ class HostFunction:
   jvp: Callable[..., list[Optional[Array]]]          # (inputs, outputs, tangents or None, **params)
   vjp: Optional[Callable[..., list[Optional[Array]]]] = None  # (inputs, outputs, cotangents, **params)
   out_dtype: Callable[[DType], DType] = lambda dt: dt  # the first input's dtype -> the output dtype
+  any_dtype: bool = False  # takes integers and bools too, not only floats (an MPI collective moves any value)
 
 
 HOST_FUNCTIONS: dict[str, HostFunction] = {}
@@ -77,8 +78,10 @@ def check_host_node(node: UOp) -> Optional[str]:
   if arg[0] not in HOST_FUNCTIONS: return f"no host function named {arg[0]!r}"
   fn = HOST_FUNCTIONS[arg[0]]
   if len(node.src) != len(fn.core_dims): return f"{arg[0]} takes {len(fn.core_dims)} inputs, got {len(node.src)}"
-  if node.dtype is not fn.out_dtype(node.src[0].dtype) or not node.dtype.is_inexact:
+  if node.dtype is not fn.out_dtype(node.src[0].dtype):
     return f"dtype must be {fn.out_dtype(node.src[0].dtype).name}, the output dtype of {arg[0]}"
+  if not (fn.any_dtype or node.dtype.is_inexact):
+    return f"{arg[0]} takes float or complex values, got {node.dtype.name}"
   batches = {s.shape[:len(s.shape) - k] for s, k in zip(node.src, fn.core_dims)}
   if len(batches) != 1: return f"inputs have different batch shapes {sorted(batches)}"
   _, _, batch, outs = _parts(node)
@@ -102,7 +105,7 @@ def run_host(node: UOp, out: Buffer, inputs: Sequence[Buffer]) -> None:
 
 
 def host_call(name: str, inputs: Sequence[Array], **params: Any) -> list[Array]:
-  """Call the host function `name` on `inputs` (same float dtype, same batch axes); its outputs as Arrays."""
+  """Call the host function `name` on `inputs` (same dtype, same batch axes); its outputs as Arrays."""
   from tgfn.array import Array
   fn = HOST_FUNCTIONS[name]
   batch = inputs[0].shape[:inputs[0].ndim - fn.core_dims[0]]

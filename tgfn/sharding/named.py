@@ -115,11 +115,5 @@ def shard(x: Any, sharding: NamedSharding) -> ShardedArray:
   return ShardedArray(blocks, sharding, x.shape)
 
 
-def blocks_of(x: Array, sharding: NamedSharding) -> list[Array]:
-  """x's blocks under `sharding`: its own blocks when it is already laid out so, else cut now."""
-  if isinstance(x, ShardedArray) and x.sharding == sharding: return x.blocks
-  return shard(x, sharding).blocks
-
-
 def sharding_of(x: Array) -> Optional[NamedSharding]:
   return x.sharding if isinstance(x, ShardedArray) else None

@@ -25,8 +25,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
+from tgfn.sharding.compiled import CompiledMap
 from tgfn.sharding.mesh import Mesh, PartitionSpec
-from tgfn.sharding.named import NamedSharding, ShardedArray, blocks_of, sharding_of
+from tgfn.sharding.named import NamedSharding, ShardedArray, shard, sharding_of
+from tgfn.transforms.jit import Lowered
 from tgfn.transforms.shard_map import assemble
 from tgfn.transforms.spmd import to_device
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
@@ -165,29 +167,26 @@ def _shardings(spec: Any, tree: Any, what: str) -> list[Optional[NamedSharding]]
     raise ValueError(f"jit {what} {spec!r} does not match the structure: {e}") from None
 
 
+def _mesh_of(given: list[Optional[NamedSharding]], out_shardings: Any) -> Mesh:
+  meshes = {s.mesh for s in given if s is not None}
+  if out_shardings is not None:
+    meshes |= {s.mesh for s in flatten(out_shardings, is_leaf=lambda s: isinstance(s, NamedSharding))[0]
+               if isinstance(s, NamedSharding)}
+  if len(meshes) != 1:
+    raise ValueError(f"jit with shardings needs every sharding on one mesh, got {len(meshes)} meshes"
+                     + (" (give in_shardings, or sharded arguments)" if not meshes else ""))
+  return meshes.pop()
+
+
 def sharded_jit(f: Callable, in_shardings: Any = None, out_shardings: Any = None) -> Callable:
-  """f on sharded inputs, computing where the blocks are (see the module docstring)."""
-  @functools.wraps(f)
-  def call(*args: Any) -> Any:
+  """f on sharded inputs, computing where the blocks are (see the module docstring). Every argument is
+  first laid out by its sharding (its in_sharding, else its own, else replicated), as device_put would;
+  the partitioned call is then compiled once per input structure (tgfn/sharding/compiled.py)."""
+  def partitioned(*args: Any) -> Any:  # on arguments laid out by `laid_out`: their blocks are the inputs
     leaves, in_tree = flatten(args)
-    arrays = [as_array(x) for x in leaves]
-    wanted = _shardings(tuple(in_shardings) if isinstance(in_shardings, list) else in_shardings, args, "in_shardings") \
-      if in_shardings is not None else [None] * len(arrays)
-    given = [w or sharding_of(x) for w, x in zip(wanted, arrays)]
-    meshes = {s.mesh for s in given if s is not None}
-    if out_shardings is not None:
-      meshes |= {s.mesh for s in flatten(out_shardings, is_leaf=lambda s: isinstance(s, NamedSharding))[0]
-                 if isinstance(s, NamedSharding)}
-    if len(meshes) != 1:
-      raise ValueError(f"jit with shardings needs every sharding on one mesh, got {len(meshes)} meshes"
-                       + (" (give in_shardings, or sharded arguments)" if not meshes else ""))
-    mesh = meshes.pop()
-    holders, inputs = [], {}
-    for x, s in zip(arrays, given):
-      s = s or NamedSharding(mesh, PartitionSpec())
-      h = placeholder(x.shape, x.dtype, None)
-      holders.append(Array(h))
-      inputs[h] = (_layout(s.spec, x.ndim), [b.uop for b in blocks_of(x, s)])
+    mesh = _mesh_of([x.sharding for x in leaves], out_shardings)
+    holders = [Array(placeholder(x.shape, x.dtype, None)) for x in leaves]
+    inputs = {h.uop: (_layout(x.sharding.spec, x.ndim), [b.uop for b in x.blocks]) for h, x in zip(holders, leaves)}
     outs, out_tree = flatten_outputs(f(*unflatten(in_tree, holders)), fn_name(f))
     results = partition([o.uop for o in outs], inputs, mesh)
     targets = _shardings(out_shardings, unflatten(out_tree, outs), "out_shardings") \
@@ -199,4 +198,21 @@ def sharded_jit(f: Callable, in_shardings: Any = None, out_shardings: Any = None
       blocks = _Partitioner(mesh).reshard(blocks, lay, want)
       final.append(ShardedArray([Array(b) for b in blocks], NamedSharding(mesh, _spec(want)), o.shape))
     return unflatten(out_tree, final)
+
+  def laid_out(args: tuple) -> tuple:
+    """The arguments as sharded arrays on one mesh."""
+    leaves, in_tree = flatten(args)
+    arrays = [as_array(x) for x in leaves]
+    wanted = _shardings(tuple(in_shardings) if isinstance(in_shardings, list) else in_shardings, args, "in_shardings") \
+      if in_shardings is not None else [None] * len(arrays)
+    given = [w or sharding_of(x) for w, x in zip(wanted, arrays)]
+    mesh = _mesh_of(given, out_shardings)
+    shardings = [s or NamedSharding(mesh, PartitionSpec()) for s in given]
+    return unflatten(in_tree, [x if sharding_of(x) == s else shard(x, s) for x, s in zip(arrays, shardings)])
+
+  compiled = CompiledMap(partitioned, f, "jit", label="sharded")
+
+  @functools.wraps(f)
+  def call(*args: Any) -> Any: return compiled(laid_out(args))
+  call.lower = lambda *args: Lowered(compiled.graph(laid_out(args)))  # as jit(f).lower: the kernels, not run
   return call

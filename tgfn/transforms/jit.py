@@ -71,6 +71,22 @@ class RetraceWarning(UserWarning):
 def _log_compiles() -> bool: return settings.TGFN_LOG_COMPILES
 
 
+def report_compile(explain: Callable[[], str], compiled_before: int, name: str, stacklevel: int) -> None:
+  """Say that `name` compiles (again): every time with TGFN_LOG_COMPILES, else once, as a RetraceWarning
+  at its compile after RETRACE_WARNING_AFTER ones. `explain()` says for what and why; `stacklevel` is the
+  warning's, counted from the caller."""
+  if _log_compiles(): print(explain(), file=sys.stderr)
+  elif compiled_before == RETRACE_WARNING_AFTER:
+    warnings.warn(f"{explain()}\n  {name} has now compiled {compiled_before + 1} times; TGFN_LOG_COMPILES=1 explains "
+                  "every compile", RetraceWarning, stacklevel=stacklevel + 1)
+
+
+def leaf_changes(before: Sequence[Any], now: Sequence[Any]) -> str:
+  """The leaves whose signature differs between two compiles' keys."""
+  diffs = [f"leaf {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(before, now)) if a != b]
+  return "; ".join(diffs) or "an equivalent signature was evicted"
+
+
 class _StatePlan:
   """The Tensors a traced function touched: implicit inputs (read, not passed) and write-backs.
   Each write-back is (kind 'data' or 'grad', target, output index): the target is the Tensor itself,
@@ -300,10 +316,7 @@ class JitFunction:
   @_collector_paused
   def _compile(self, key: Any, args: tuple, kwargs: dict, leaves: list, in_tree: Any, static: tuple,
                plan_cache: bool = True) -> _Entry:
-    if _log_compiles(): print(self._explain(key), file=sys.stderr)
-    elif len(self._keys_seen) == RETRACE_WARNING_AFTER:  # once per function, unless compiles are logged anyway
-      warnings.warn(f"{self._explain(key)}\n  {fn_name(self.fun)} has now compiled {len(self._keys_seen) + 1} times; "
-                    f"TGFN_LOG_COMPILES=1 explains every compile", RetraceWarning, stacklevel=3)
+    report_compile(lambda: self._explain(key), len(self._keys_seen), fn_name(self.fun), stacklevel=3)
     track_begin(f"jit {fn_name(self.fun)}", None)
     try:
       holders, outs, out_tree, plan, input_plan = self._trace(args, kwargs, leaves, in_tree)
@@ -348,9 +361,7 @@ class JitFunction:
     if prev_tree != tree: why = f"the input pytree changed: {prev_tree} -> {tree}"
     elif prev_static != static: why = f"a static argument changed: {prev_static} -> {static}"
     elif prev_placement != placement: why = f"the default device changed: {prev_placement} -> {placement}"
-    else:
-      diffs = [f"leaf {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(prev_sig, sig)) if a != b]
-      why = "; ".join(diffs) or "an equivalent signature was evicted"
+    else: why = leaf_changes(prev_sig, sig)
     return f"{head}\n  retracing because {why}"
 
   def lower(self, *args: Any, **kwargs: Any) -> Lowered:

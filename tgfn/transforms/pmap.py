@@ -70,7 +70,7 @@ def pmap(f: Callable, axis_name: Optional[str] = None, *, in_axes: Any = 0, out_
         results.append(tnp.stack(here, axis=ax))
     return unflatten(out_tree, results)
 
-  compiled = CompiledMap(unrolled, f)
+  compiled = CompiledMap(unrolled, f, "pmap")
 
   @functools.wraps(f)
   def mapped(*args: Any) -> Any:

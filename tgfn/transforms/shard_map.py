@@ -102,7 +102,7 @@ def shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep:
       results.append(assemble(values, spec, mesh))
     return unflatten(out_tree, results)
 
-  compiled = CompiledMap(unrolled, f)
+  compiled = CompiledMap(unrolled, f, "shard_map")
 
   @functools.wraps(f)
   def mapped(*args: Any) -> Any: return compiled(args)
