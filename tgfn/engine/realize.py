@@ -65,10 +65,11 @@ class CompiledKernel:
 
 
 class Counters:
-  """Running totals, for tests and benchmarks: kernels launched, kernels compiled, and schedules made
-  (realizations whose graph structure had no plan yet)."""
+  """Running totals, for tests and benchmarks: kernels launched, kernels compiled (and the characters of
+  their sources), and schedules made (realizations whose graph structure had no plan yet)."""
   kernels_launched = 0
   kernels_compiled = 0
+  source_chars = 0
   schedules = 0
 
 
@@ -178,6 +179,7 @@ def compile_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   dev = Device[device]
   program = dev.runtime(kernel.name, dev.compiler.compile_cached(prepared.source))
   Counters.kernels_compiled += 1
+  Counters.source_chars += len(prepared.source)
   return _remember(key, CompiledKernel(kernel.name, device, program, prepared.source, prepared.flops, prepared.opts,
                                        kernel, prepared.linear, time.perf_counter() - start))
 
@@ -230,6 +232,7 @@ def _build_batch(kernels: list[LoweredKernel], device: str, keys: list[tuple]) -
   programs = dev.build_many(prepared_sources())
   if stored is None and disk_key is not None: batch_cache.store(disk_key, records)
   Counters.kernels_compiled += len(kernels)
+  Counters.source_chars += sum(len(r.source) for r in records)
   each = (time.perf_counter() - start) / len(kernels)  # one batch: its time shared out
   return [_remember(key, CompiledKernel(k.name, device, program, r.source, r.flops, r.opts, k, linear, each, r.symbol))
           for key, k, program, r, linear in zip(keys, kernels, programs, records, linears)]
