@@ -91,7 +91,8 @@ def test_each_level_compiles_with_its_own_flags(monkeypatch):
   monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
   for mark in (cpu.SIMPLE_MARK, cpu.LIGHT_MARK, ""):
     cpu.CCompiler().compile(mark + KERNEL.format(name="k", value=1.5, pad=""))
-  simple, light, full = (argv[1:] for argv in argvs)
+  # the flags: after the wrapper's ("sh", "-c", script, "tgfn-cc", source file) and the compiler's name
+  simple, light, full = (argv[argv.index("tgfn-cc") + 3:] for argv in argvs)
   assert simple[:len(cpu.SIMPLE_OPT)] == cpu.SIMPLE_OPT and "-O2" not in simple and "-O1" not in simple
   assert light[:len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and "-O2" not in light
   assert "-O2" in full and not {*cpu.LIGHT_OPT, *cpu.SIMPLE_OPT} & set(full)
