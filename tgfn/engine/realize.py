@@ -66,7 +66,7 @@ class CompiledKernel:
 
 class Counters:
   """Running totals, for tests and benchmarks: kernels launched, kernels compiled (and the characters of
-  their sources), and schedules made (realizations whose graph structure had no plan yet)."""
+  their generated source), and schedules made (realizations whose graph structure had no plan yet)."""
   kernels_launched = 0
   kernels_compiled = 0
   source_chars = 0
