@@ -49,6 +49,9 @@ from tgfn_drivers._cpu_tiers import lower_priority
 FIRST_UNIT_CHARS = 20_000
 UNIT_CHARS = 40_000
 TAIL_CHARS = 20_000
+# no unit holds more (one kernel larger than this is a unit of its own), whatever TGFN_COMPILE_JOBS says: a
+# compiler process's time and memory stay bounded (~0.5 s and a few hundred MB at tgfn's ~1.2 ms per 1,000)
+MAX_UNIT_CHARS = 400_000
 FINAL_JOBS_PER_JOB = 2
 
 
@@ -273,7 +276,8 @@ def compile_units(kernels: Iterable[tuple[str, str]], compiler: Any, level: Call
     for key, rest in pending.items():
       if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
         largest = max(len(src) for _, src in rest)
-        for piece in _balanced(rest, max(1, min(jobs, sizes[key] // max(TAIL_CHARS, largest)))): units.add(piece)
+        pieces = max(-(-sizes[key] // MAX_UNIT_CHARS), min(jobs, sizes[key] // max(TAIL_CHARS, largest)))
+        for piece in _balanced(rest, pieces): units.add(piece)
     return units.finish(), order
   except BaseException:
     units.cancel()

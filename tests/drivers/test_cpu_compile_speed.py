@@ -109,6 +109,14 @@ def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, mon
   assert full == "".join(src for _, src in kernels if not src.startswith(cpu.LIGHT_MARK))
 
 
+def test_no_unit_passes_the_source_budget_even_with_one_compiler_process(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  kernels = [_kernel(f"b{i}", i + 0.5, light=True, pad=60) for i in range(9)]
+  monkeypatch.setattr(_cpu_units, "MAX_UNIT_CHARS", 3 * len(kernels[0][1]))
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(9)])
+  assert sorted(fresh) == sorted("".join(src for _, src in kernels[i:i + 3]) for i in (0, 3, 6))
+
+
 def test_what_is_left_when_codegen_ends_is_split_over_the_compiler_processes(fresh, monkeypatch):
   monkeypatch.setenv("TGFN_COMPILE_JOBS", "2")
   monkeypatch.setattr(_cpu_units, "UNIT_CHARS", 10_000)  # no unit fills up: all of it is left at the end
