@@ -166,7 +166,11 @@ def _survivors(started: list[list[int]]) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc")
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL])
-def test_an_interrupted_compile_takes_its_compiler_processes_with_it(tmp_path, stop):
+@pytest.mark.parametrize("script", [
+  "import tgfn.numpy as tnp; print((tnp.arange(3) * 7).tolist())",  # one kernel
+  "import tgfn, tgfn.numpy as tnp; print(tgfn.jit(lambda x: tnp.sin(x) + tnp.exp(x).sum())(tnp.ones(3)).tolist())",
+], ids=["eager", "jit-batch"])
+def test_an_interrupted_compile_takes_its_compiler_processes_with_it(tmp_path, stop, script):
   """A compile interrupted by Ctrl-C (SIGINT: KeyboardInterrupt in the compiling process), or whose process is
   killed outright, leaves no compiler process running: neither the driver nor what it started (its cc1).
   The fake compiler starts such a child and records both pids and its process group."""
@@ -182,7 +186,6 @@ def test_an_interrupted_compile_takes_its_compiler_processes_with_it(tmp_path, s
     """))
   slow_cc.chmod(0o755)
   env = {**os.environ, "CC": str(slow_cc), "TMPDIR": str(tmp_path), "TGFN_CACHE_DIR": str(tmp_path / "cache")}
-  script = "import tgfn.numpy as tnp; print((tnp.arange(3) * 7).tolist())"
   proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=REPO, start_new_session=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   started: list[list[int]] = []
