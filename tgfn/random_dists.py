@@ -21,7 +21,6 @@ import tgfn.numpy as tnp
 from tgfn.array import Array, as_array, broadcast_shapes
 from tgfn.dtype import DType, dtypes
 from tgfn.ops.dtype_info import finfo
-from tgfn.uop.ops import Ops, UOp
 from tgfn.random import (_check_shape, _float_dtype, _is_int, _log, _log1p_f32, _ranks, _shape_arg, _single_key,
                          gumbel, normal, permutation, randint, split, uniform)
 
@@ -237,47 +236,16 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
   return index.reshape(shape) if arr is None else _take(arr, index.reshape(shape), axis)
 
 
-def _materialize(x: Array) -> Array:
-  """x computed into a buffer of its own (a kernel boundary), so that the many small kernels reading it
-  load it instead of each recomputing it."""
-  return Array(UOp(Ops.CONTIGUOUS, x.dtype, (x.uop,)))
-
-
-def _orthonormal_columns(z: Array) -> Array:
-  """Q of the QR factorization of z (..., rows, cols), rows >= cols, with R's diagonal positive:
-  classical Gram-Schmidt, each column orthogonalized twice ("twice is enough")."""
-  columns: list[Array] = []
-  for j in range(z.shape[-1]):
-    v = z[..., j]
-    for _ in range(2):
-      for q in columns: v = v - (q * v).sum(-1, keepdims=True) * q
-    columns.append(v / tnp.sqrt((v * v).sum(-1, keepdims=True)))
-  return tnp.stack(columns, axis=-1)
-
-
 def orthogonal(key: Any, n: int, shape: Shape = (), dtype: Any = dtypes.float32, m: Optional[int] = None) -> Array:
   """Uniformly random (Haar) n x m matrices with orthonormal rows or columns (batch `shape` in front):
-  the Q factor of a Gaussian matrix with R's diagonal made positive, as JAX (which uses a QR
-  factorization; here Gram-Schmidt, equal to rounding)."""
+  as JAX, the Q factor of a Gaussian matrix's QR factorization (LAPACK, one host kernel: never a
+  column-by-column trace), each column's sign flipped where R's diagonal is negative."""
   key, shape, dt = _single_key("orthogonal", key), _shape_arg("orthogonal", shape), _float_dtype("orthogonal", dtype)
   m = n if m is None else m
   z = normal(key, shape + (max(n, m), min(n, m)), dt)
-  work = dtypes.float32 if dt.itemsize < 4 else dt
-  q = _orthonormal_columns(_materialize(z.astype(work))).astype(dt)
+  q, r = tnp.linalg.qr(z)
+  q = q * tnp.sign(tnp.diagonal(r, 0, -2, -1))[..., None, :]
   return tnp.swapaxes(q, -1, -2) if n < m else q
-
-
-def _cholesky(a: Array) -> Array:
-  """The lower Cholesky factor of symmetric positive definite (..., n, n) matrices, column by column."""
-  n = a.shape[-1]
-  columns: list[Array] = []
-  rows = tnp.arange(n)
-  for j in range(n):
-    col = a[..., :, j]
-    for k, lk in enumerate(columns): col = col - lk * lk[..., j:j + 1]
-    col = col / tnp.sqrt(col[..., j:j + 1])
-    columns.append(tnp.where(rows >= j, col, tnp.zeros((), a.dtype)))
-  return tnp.stack(columns, axis=-1)
 
 
 def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Optional[Shape] = None, dtype: Any = dtypes.float32,
@@ -296,7 +264,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Optional[Shape] = 
   batch = broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
   shape = batch if shape is None else _shape_arg("multivariate_normal", shape)
   _check_shape("multivariate_normal", shape, mean.shape[:-1], cov.shape[:-2])
-  factor = _cholesky(_materialize(cov))
+  factor = tnp.linalg.cholesky(cov)
   z = normal(key, shape + (n,), dt)
   return mean + tnp.einsum("...ij,...j->...i", factor, z)
 

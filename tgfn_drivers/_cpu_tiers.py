@@ -81,9 +81,10 @@ def pending() -> int:
   with _lock: return sum(not f.done() for f in _pending)
 
 
-def lower_priority(pid: int) -> None:
-  """Make a background compiler process yield the CPU to the program's own work."""
+def lower_priority(group: int) -> None:
+  """Make a background compiler's process group yield the CPU to the program's own work (the whole group:
+  a process it forks later inherits the priority, one it forked already is in the group)."""
   try:
-    os.setpriority(os.PRIO_PROCESS, pid, BACKGROUND_NICENESS)
+    os.setpriority(os.PRIO_PGRP, group, BACKGROUND_NICENESS)
   except (AttributeError, OSError):  # no setpriority (not POSIX), or the process has already exited
     pass

@@ -22,11 +22,20 @@ Compiler processes are started and reaped on the calling thread, between kernels
 (`CompileJob`): a helper thread would wait for the interpreter lock, which codegen holds, at every step of
 starting or reaping a process. While codegen runs, at most `jobs - 1` compile (it keeps a core to itself: the
 last units wait for it); once it is done, every unit left (up to twice `jobs`).
+
+A compile that is stopped takes its processes with it. The compiler runs in a session (a process group) of
+its own under a small sh wrapper (WATCHED_COMPILE): an exception in the caller (KeyboardInterrupt, a timeout,
+a failed batch) kills the whole group, the driver and what it started (cc1, as, ld; killing gcc alone left
+those running as orphans), and a caller that dies outright (SIGKILL included) closes the writing end of
+a pipe (`Lifeline`) that the wrapper watches: it reads end-of-file and kills its group. (PR_SET_PDEATHSIG
+was not enough: it reaches only the direct child, not cc1; it fires when the *thread* that started the child
+ends, as the tier-up thread may; and it needs a preexec_fn, which makes every start a full fork.)
 """
 from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import time
 from collections import deque
@@ -40,6 +49,9 @@ from tgfn_drivers._cpu_tiers import lower_priority
 FIRST_UNIT_CHARS = 20_000
 UNIT_CHARS = 40_000
 TAIL_CHARS = 20_000
+# no unit holds more (one kernel larger than this is a unit of its own), whatever TGFN_COMPILE_JOBS says: a
+# compiler process's time and memory stay bounded (~0.5 s and a few hundred MB at tgfn's ~1.2 ms per 1,000)
+MAX_UNIT_CHARS = 400_000
 FINAL_JOBS_PER_JOB = 2
 
 
@@ -60,6 +72,28 @@ def compile_jobs() -> int:
       raise ValueError(f"TGFN_COMPILE_JOBS must be a whole number of processes, 1 or more, got {value!r}")
     return int(value)
   return 1 + (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+# sh: $1 the source file, then the compiler's argv. The compiler runs in the background so that a watcher
+# beside it can kill the group (`kill -KILL 0`) when the lifeline reads end-of-file; fd {fd} is the lifeline.
+WATCHED_COMPILE = ('src=$1; shift; "$@" < "$src" & compiler=$!; (read _ <&{fd}; kill -KILL 0) & watcher=$!; '
+                   'wait $compiler; status=$?; kill $watcher 2>/dev/null; exit $status')
+
+
+class Lifeline:
+  """A pipe whose writing end only this process holds (never written, never passed to a child): its reading
+  end, which each compile's wrapper watches, reads end-of-file once this process has ended, however it ended.
+  A forked child gets a pipe of its own, so that the parent's end does not outlive the parent in it."""
+  read_fd, write_fd = os.pipe()
+
+  @classmethod
+  def renew(cls) -> None:
+    os.close(cls.read_fd)
+    os.close(cls.write_fd)
+    cls.read_fd, cls.write_fd = os.pipe()
+
+
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=Lifeline.renew)
 
 
 def _balanced(kernels: list[tuple[str, str]], pieces: int) -> list[list[tuple[str, str]]]:
@@ -90,13 +124,15 @@ class CompileJob:
       self.source_file.write_text(src)
       # read as standard input (from the file, not a pipe): the binary names no source file, so the same
       # source builds the same bytes
-      with open(self.source_file, "rb") as source, open(self.log_file, "wb") as log:
-        self.proc = subprocess.Popen([*cc, *flags, "-x", "c", "-", *link, "-o", str(out)],
-                                     stdin=source, stdout=log, stderr=log, env=env)
+      with open(self.log_file, "wb") as log:
+        wrapper = ["sh", "-c", WATCHED_COMPILE.format(fd=Lifeline.read_fd), "tgfn-cc", str(self.source_file)]
+        self.proc = subprocess.Popen([*wrapper, *cc, *flags, "-x", "c", "-", *link, "-o", str(out)],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                     pass_fds=(Lifeline.read_fd,), start_new_session=True)
     except OSError as e:
       self._remove_files()
       raise RuntimeError(f"could not run the C compiler {self.name!r} ({e}); set CC= to a working C compiler") from e
-    if background: lower_priority(self.proc.pid)
+    if background: lower_priority(self.proc.pid)  # (the wrapper leads its session: its pid is the group's id)
 
   def done(self) -> bool:
     """Whether the process has exited (its result is ready)."""
@@ -105,7 +141,7 @@ class CompileJob:
   def result(self) -> bytes:
     """Wait for the compiler; the shared object, or RuntimeError with what the compiler said."""
     try:
-      self.proc.wait()
+      self._wait()
       said = self.log_file.read_bytes().decode(errors="replace") if self.log_file.is_file() else ""
       if self.proc.returncode != 0:
         raise RuntimeError(f"C compilation failed ({self.name}):\n{said}\n--- source ---\n{self.src}")
@@ -119,10 +155,23 @@ class CompileJob:
     return binary
 
   def cancel(self) -> None:
-    """Stop the compiler (a batch that failed elsewhere no longer needs it) and remove its files."""
-    if not self.done(): self.proc.kill()
+    """Stop the compiler and every process it started (a batch that failed elsewhere no longer needs them)
+    and remove its files."""
+    if not self.done():
+      try:  # (not reaped yet, so the group's id is not reused)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
     self.proc.wait()
     self._remove_files()
+
+  def _wait(self) -> None:
+    """Wait for the compiler; interrupted (KeyboardInterrupt, a timeout's exception), stop it first."""
+    try:
+      self.proc.wait()
+    except BaseException:
+      self.cancel()
+      raise
 
   def _remove_files(self) -> None:
     for path in (self.out, self.source_file, self.log_file): path.unlink(missing_ok=True)
@@ -227,7 +276,8 @@ def compile_units(kernels: Iterable[tuple[str, str]], compiler: Any, level: Call
     for key, rest in pending.items():
       if rest:  # pieces no smaller than TAIL_CHARS, nor than the largest kernel (which one piece holds anyway)
         largest = max(len(src) for _, src in rest)
-        for piece in _balanced(rest, max(1, min(jobs, sizes[key] // max(TAIL_CHARS, largest)))): units.add(piece)
+        pieces = max(-(-sizes[key] // MAX_UNIT_CHARS), min(jobs, sizes[key] // max(TAIL_CHARS, largest)))
+        for piece in _balanced(rest, pieces): units.add(piece)
     return units.finish(), order
   except BaseException:
     units.cancel()

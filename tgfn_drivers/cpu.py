@@ -234,8 +234,14 @@ class CCompiler(Compiler):
     return self.cc
 
   def compile_many(self, srcs: list[str]) -> list[bytes]:
-    """One compiler process per source, all at once."""
-    return [job.result() for job in [self.start(src) for src in srcs]]
+    """One compiler process per source, all at once; all stopped if one fails or the wait is interrupted."""
+    jobs: list[CompileJob] = []
+    try:
+      jobs.extend(self.start(src) for src in srcs)
+      return [job.result() for job in jobs]
+    except BaseException:
+      for job in jobs: job.cancel()
+      raise
 
   def compile(self, src: str, background: bool = False) -> bytes:
     """`src` built into a shared object; `background`: the compiler process runs at a lower CPU priority."""

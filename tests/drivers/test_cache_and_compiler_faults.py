@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import numpy as np
@@ -136,3 +137,72 @@ def test_a_compile_killed_with_sigkill_leaves_no_growing_litter(tmp_path):
   done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True)
   assert done.stdout.strip() == "[0, 7, 14]", done.stderr
   assert _leftovers(tmpdir) == [f"tgfn-{os.getuid()}"]
+
+
+def _running(pid: int) -> bool:
+  """Whether process `pid` exists and has not exited (a zombie waiting for its parent has)."""
+  try:
+    with open(f"/proc/{pid}/stat") as f: return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
+
+
+def _group_members(group: int) -> list[int]:
+  """The running processes of process group `group`."""
+  members = []
+  for pid in (int(entry) for entry in os.listdir("/proc") if entry.isdigit()):
+    try:
+      with open(f"/proc/{pid}/stat") as f: fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):  # (it exited meanwhile)
+      continue
+    if fields[0] != "Z" and int(fields[2]) == group: members.append(pid)
+  return members
+
+
+def _survivors(started: list[list[int]]) -> list[int]:
+  """Of the fake compilers' (driver, child, group) rows: the processes still running."""
+  return sorted(p for driver, child, group in started for p in {driver, child, *_group_members(group)} if _running(p))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("script", [
+  "import tgfn.numpy as tnp; print((tnp.arange(3) * 7).tolist())",  # one kernel
+  "import tgfn, tgfn.numpy as tnp; print(tgfn.jit(lambda x: tnp.sin(x) + tnp.exp(x).sum())(tnp.ones(3)).tolist())",
+], ids=["eager", "jit-batch"])
+def test_an_interrupted_compile_takes_its_compiler_processes_with_it(tmp_path, stop, script):
+  """A compile interrupted by Ctrl-C (SIGINT: KeyboardInterrupt in the compiling process), or whose process is
+  killed outright, leaves no compiler process running: neither the driver nor what it started (its cc1).
+  The fake compiler starts such a child and records both pids and its process group."""
+  pids = tmp_path / "pids"
+  slow_cc = tmp_path / "slow-cc"
+  slow_cc.write_text(textwrap.dedent(f"""\
+    #!/bin/sh
+    case "$*" in *-dM*) exec cc "$@";; esac  # the target query answers at once
+    sleep 600 &
+    read -r stat < /proc/$$/stat; set -- $stat
+    echo "$$ $! $5" >> {pids}
+    wait
+    """))
+  slow_cc.chmod(0o755)
+  env = {**os.environ, "CC": str(slow_cc), "TMPDIR": str(tmp_path), "TGFN_CACHE_DIR": str(tmp_path / "cache")}
+  proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=REPO, start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  started: list[list[int]] = []
+  try:
+    while not pids.exists():  # until a compile is running
+      assert proc.poll() is None, "the run ended before compiling"
+      try:
+        proc.wait(0.05)
+      except subprocess.TimeoutExpired:
+        pass
+    os.kill(proc.pid, stop)
+    proc.wait(60)
+    started = [[int(n) for n in line.split()] for line in pids.read_text().splitlines()]
+    deadline = time.monotonic() + 30  # (the processes are signalled at once; a loaded machine may take a moment)
+    while (survivors := _survivors(started)) and time.monotonic() < deadline: time.sleep(0.05)
+    assert not survivors, f"compiler processes {survivors} outlived a compile stopped by {stop.name}"
+  finally:
+    if proc.poll() is None: proc.kill()
+    for pid in {p for row in started for p in row[:2]}:
+      if _running(pid): os.kill(pid, signal.SIGKILL)

@@ -91,7 +91,8 @@ def test_each_level_compiles_with_its_own_flags(monkeypatch):
   monkeypatch.setattr(cpu.subprocess, "Popen", lambda argv, **kw: (argvs.append(argv), real(argv, **kw))[1])
   for mark in (cpu.SIMPLE_MARK, cpu.LIGHT_MARK, ""):
     cpu.CCompiler().compile(mark + KERNEL.format(name="k", value=1.5, pad=""))
-  simple, light, full = (argv[1:] for argv in argvs)
+  # the flags: after the wrapper's ("sh", "-c", script, "tgfn-cc", source file) and the compiler's name
+  simple, light, full = (argv[argv.index("tgfn-cc") + 3:] for argv in argvs)
   assert simple[:len(cpu.SIMPLE_OPT)] == cpu.SIMPLE_OPT and "-O2" not in simple and "-O1" not in simple
   assert light[:len(cpu.LIGHT_OPT)] == cpu.LIGHT_OPT and "-O2" not in light
   assert "-O2" in full and not {*cpu.LIGHT_OPT, *cpu.SIMPLE_OPT} & set(full)
@@ -106,6 +107,14 @@ def test_a_batch_compiles_each_optimization_level_in_units_of_its_own(fresh, mon
   light, full = sorted(fresh, key=lambda src: not src.startswith(cpu.LIGHT_MARK))
   assert light == "".join(src for _, src in kernels if src.startswith(cpu.LIGHT_MARK))
   assert full == "".join(src for _, src in kernels if not src.startswith(cpu.LIGHT_MARK))
+
+
+def test_no_unit_passes_the_source_budget_even_with_one_compiler_process(fresh, monkeypatch):
+  monkeypatch.setenv("TGFN_COMPILE_JOBS", "1")
+  kernels = [_kernel(f"b{i}", i + 0.5, light=True, pad=60) for i in range(9)]
+  monkeypatch.setattr(_cpu_units, "MAX_UNIT_CHARS", 3 * len(kernels[0][1]))
+  _run_all(cpu.build_many(iter(kernels)), [i + 0.5 for i in range(9)])
+  assert sorted(fresh) == sorted("".join(src for _, src in kernels[i:i + 3]) for i in (0, 3, 6))
 
 
 def test_what_is_left_when_codegen_ends_is_split_over_the_compiler_processes(fresh, monkeypatch):

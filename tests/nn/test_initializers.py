@@ -1,10 +1,12 @@
 """tgfn.nn.initializers against jax.nn.initializers' values for the same key (JAX 0.10.2, float32):
-bit for bit, except orthogonal (a QR factorization there, Gram-Schmidt here: equal to rounding)."""
+bit for bit, except orthogonal (QR factorizations by different LAPACKs: equal to rounding)."""
 import numpy as np
 import pytest
 
+import tgfn
 import tgfn.numpy as tnp
 from tgfn import random
+from tgfn.engine.realize import Counters
 from tgfn.nn import initializers as I
 
 KEY = random.key(0)
@@ -57,6 +59,25 @@ def test_orthogonal_initializer():
   np.testing.assert_allclose(w @ w.T, 4 * np.eye(3), atol=1e-5)
   with pytest.raises(ValueError, match="2D"):
     I.orthogonal()(KEY, (3,))
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_orthogonal_initializer_compiles_a_few_small_kernels(jitted):
+  """QR runs as one LAPACK host kernel: a column-by-column Gram-Schmidt trace became ~700 kernels at
+  (64, 32), with fused chains growing with every column, and never finished compiling."""
+  init = I.orthogonal(1.5)
+  build = tgfn.jit(init, static_argnums=1) if jitted else init
+  kernels, chars = Counters.kernels_compiled, Counters.source_chars
+  w = build(random.key(7), (256, 128))
+  assert w.shape == (256, 128) and w.dtype is tnp.float32
+  w = np.asarray(w)
+  # (the normal sampler's kernel, threefry and erfinv in vector code, is ~140 K characters of it)
+  assert Counters.kernels_compiled - kernels <= 4 and Counters.source_chars - chars <= 200_000
+  np.testing.assert_allclose(w.T @ w, 1.5 ** 2 * np.eye(128), atol=1e-5)
+  # jax.nn.initializers.orthogonal(1.5)(jax.random.key(7), (256, 128)): its first and last values
+  np.testing.assert_allclose(w.ravel()[:4], [0.041753947734832764, 0.181113600730896, -0.08178308606147766,
+                                             -0.012887122109532356], atol=2e-6)
+  np.testing.assert_allclose(w[-1, -3:], [-0.16950133442878723, 0.10254515707492828, 0.0789136216044426], atol=2e-6)
 
 
 def test_constant_zeros_ones_and_aliases():
