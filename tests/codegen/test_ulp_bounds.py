@@ -12,6 +12,7 @@ from tgfn.tools.ulp_table import BOUNDS, FUNCTIONS, cases, inputs, reference, tg
 from tgfn.codegen.decompositions import _FORMATS, DECOMPOSE_MIN_ITERATIONS
 from tgfn.dtype import dtypes
 from tgfn.engine.realize import compile_kernel
+from tgfn.helpers import Context
 from tgfn.uop.ops import Ops
 from tgfn.schedule.schedule import create_schedule
 
@@ -89,26 +90,40 @@ def test_special_values_within_documented_ulps(name, dtype, path):
   assert err[worst] <= BOUNDS[name], f"{name} on {path}: {err[worst]:.2f} ulp at x = {x[worst]!r}, documented {BOUNDS[name]}"
 
 
-def test_cpu_decomposes_exp2_and_log2_by_default(monkeypatch):
-  """By default a large CPU kernel of exp and log is whole-vector polynomial code, not a lane-by-lane libm
-  call (a small one keeps libm's: less C to compile where it saves little); sin stays libm's. exp's two scaling factors 2^n are exp2 of integers: built from the exponent
-  bits alone, without a polynomial (one polynomial per exp, not three), and without a float-to-int cast."""
+def test_cpu_calls_exp2_and_log2_as_vector_functions_by_default(monkeypatch):
+  """By default every CPU kernel of exp and log, small or large, calls one whole-vector polynomial function per
+  vector type (tgfn/codegen/math_functions.py), defined once in its source, not a lane-by-lane libm call nor a
+  copy of the polynomial at each use; sin stays libm's. exp's two scaling factors 2^n are exp2 of integers:
+  built inline from the exponent bits, with no call and no float-to-int cast."""
   monkeypatch.delenv("TRANSCENDENTAL", raising=False)
-  [small] = create_schedule([tnp.exp(tnp.array(np.linspace(-3, 3, 64, dtype=np.float32))).uop])
-  assert "exp2f(" in compile_kernel(small.kernel, "CPU").source
-  x = tnp.array(np.linspace(-3, 3, DECOMPOSE_MIN_ITERATIONS, dtype=np.float32))
-  sources = {}
-  for name in ("exp", "log", "sin"):
-    [item] = create_schedule([getattr(tnp, name)(x).uop])
-    sources[name] = compile_kernel(item.kernel, "CPU").source
-  assert "exp2f(" not in sources["exp"] and "log2f(" not in sources["log"] and "sinf(" in sources["sin"]
-  [item] = create_schedule([tnp.exp(x).uop])
-  top = np.float32(_FORMATS[dtypes.float32].exp2_poly[-1])  # Horner starts with top * f: one MUL per polynomial
-  is_top = lambda s: (s.op is Ops.CONST and s.arg == top) or (s.op is Ops.VECTORIZE and is_top(s.src[0]))
-  linear = compile_kernel(item.kernel, "CPU").linear
-  assert sum(u.op is Ops.MUL and any(is_top(s) for s in u.src) for u in linear) == 1
+  for n in (64, DECOMPOSE_MIN_ITERATIONS):
+    x = tnp.array(np.linspace(-3, 3, n, dtype=np.float32))
+    sources = {}
+    for name in ("exp", "log", "sin"):
+      [item] = create_schedule([getattr(tnp, name)(x).uop])
+      sources[name] = compile_kernel(item.kernel, "CPU").source
+    assert "exp2f(" not in sources["exp"] and "log2f(" not in sources["log"] and "sinf(" in sources["sin"]
+    assert sources["exp"].count("void tg_exp2_float32x16(") == 1 and sources["log"].count("void tg_log2_float32x16(") == 1
+  [item] = create_schedule([(tnp.exp(x) + tnp.exp(x * 2)).uop])
+  kernel = compile_kernel(item.kernel, "CPU")
+  assert kernel.source.count("void tg_exp2_float32x16(") == 1 and kernel.source.count("tg_exp2_float32x16((") == 2
+  assert [u.op for u in kernel.linear].count(Ops.EXP2) == 2
   # 2^n's exponent is read from the bits of n + 1.5 * 2^23, not converted float -> int (a saturating cast)
-  assert not any(u.op is Ops.CAST and u.dtype.scalar().is_int and u.src[0].dtype.scalar().is_float for u in linear)
+  assert not any(u.op is Ops.CAST and u.dtype.scalar().is_int and u.src[0].dtype.scalar().is_float for u in kernel.linear)
+
+
+def test_the_exp2_function_is_the_decomposition_one_polynomial_deep():
+  """The function is the decomposition through the kernel passes: one polynomial (Horner starts with the top
+  coefficient times f: one such MUL), and the same values as the decomposition inlined (TRANSCENDENTAL=2)."""
+  from tgfn.codegen.math_functions import function_program
+  top = np.float32(_FORMATS[dtypes.float32].exp2_poly[-1])
+  is_top = lambda s: (s.op is Ops.CONST and s.arg == top) or (s.op is Ops.VECTORIZE and is_top(s.src[0]))  # noqa: E731
+  linear = function_program(Ops.EXP2, dtypes.float32.vec(16))
+  assert sum(u.op is Ops.MUL and any(is_top(s) for s in u.src) for u in linear) == 1
+  x = np.concatenate([np.linspace(-160, 130, 4093, dtype=np.float32), np.float32([np.nan, np.inf, -np.inf])])
+  called = np.asarray(tnp.exp2(tnp.array(x)))
+  with Context(TRANSCENDENTAL="2"): inline = np.asarray(tnp.exp2(tnp.array(x)))
+  np.testing.assert_array_equal(called, inline)
 
 
 def test_transcendental_switch_rejects_unknown_values(monkeypatch):

@@ -396,3 +396,7 @@ def decomposition_rules(ops: frozenset[Ops]) -> PatternMatcher:
 
 
 decompose_transcendentals = decomposition_rules(TRANSCENDENTAL_OPS)
+
+# exp2 of an integer by construction is a few bit operations (no polynomial): inline even where exp2 is a
+# function call (tgfn/codegen/math_functions.py), as exp's two scaling factors 2^n are
+integral_exp2 = PatternMatcher([(UPat(Ops.EXP2, tuple(_FORMATS), (UPat.var("x"),)), lambda x: _exp2(x) if _integral(x) else None)])

@@ -9,7 +9,7 @@ from tgfn.codegen.complex_lower import lower_complex
 from tgfn.codegen.expand import expand
 from tgfn.codegen.heuristic import hand_coded_opts, work_group_opts
 from tgfn.codegen.opts import Opt, apply_opts
-from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules
+from tgfn.codegen.decompositions import decomposed_ops, decomposition_rules, integral_exp2
 from tgfn.codegen.linearize import linearize
 from tgfn.codegen.semantics import lower_semantics, promote_halves
 from tgfn.codegen.transposed_loads import transposed_loads
@@ -53,7 +53,12 @@ def scalar_passes(ast: UOp, renderer: Renderer) -> UOp:
   ast = graph_rewrite(ast, promote_halves, name="float16/bfloat16 math in float32")
   if decompose := decomposed_ops(renderer, ast):
     ast = graph_rewrite(ast, _decompose_and_simplify(decompose), name="decompose transcendentals")
+  if Ops.EXP2 in getattr(renderer, "function_ops", ()):
+    ast = graph_rewrite(ast, _integral_exp2_and_simplify, name="exp2 of integers as bits")
   return graph_rewrite(block_long_reductions(ast), symbolic, name="block long reductions, simplify")
+
+
+_integral_exp2_and_simplify = integral_exp2 + symbolic
 
 
 @functools.cache

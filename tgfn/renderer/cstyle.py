@@ -68,6 +68,15 @@ def local_sizes(src: str) -> dict[str, tuple[int, int, int]]:
   return {m.group(7): (int(m.group(4)), int(m.group(5)), int(m.group(6))) for m in _launch_lines(src) if m.group(4)}
 
 
+def function_name(op: Ops, dtype: DType) -> str: return f"tg_{op.name.lower()}_{dtype.name}"
+
+
+def function_call(fn: str, dtype: DType, arg: str) -> str:
+  """A C expression: the function `fn` (out, in pointers to dtype's lanes) applied to the named value `arg`."""
+  scalar = dtype.scalar().cname
+  return f"({{ {dtype.cname if dtype.count > 1 else scalar} _o; {fn}(({scalar}*)&_o, (const {scalar}*)&{arg}); _o; }})"
+
+
 def _lanewise(u: UOp, scalar: Callable[[Ref], str], ref: Ref) -> str:
   """A vector op the C vector extensions cannot express exactly, computed lane by lane (gcc turns the
   short loop back into vector instructions where the target has them)."""
@@ -106,6 +115,12 @@ class CStyleRenderer(Renderer):
   vector_sqrt: dict[str, str] = {}
   # whose two-vector shuffle builtin to write square block transposes with ("gcc", "clang"; else lane by lane)
   shuffle: Optional[str] = None
+  # float32/float64 ops rendered as calls to a function of the whole vector, whose definition
+  # (`function_definition`) the source carries once under an include guard (tgfn/codegen/math_functions.py)
+  function_ops: frozenset[Ops] = frozenset()
+
+  def function_definition(self, op: Ops, dtype: DType) -> str:
+    raise NotImplementedError(f"{type(self).__name__} has no function for {op.name} on {dtype.name}")
 
   def type(self, dtype: DType) -> str: return dtype.cname if dtype.count > 1 else self.dialect.type(dtype)
   def const(self, value: object, dtype: DType) -> str: return self.dialect.const(value, dtype)
@@ -127,7 +142,9 @@ class CStyleRenderer(Renderer):
       ids[rng] = dim
     return ids
 
-  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = (),
+             linkage: str = "") -> str:
+    """The kernel's source; `linkage` goes before its declaration (a function of the source's own, static)."""
     d = self.dialect
     names: dict[UOp, str] = {}
     lines: list[str] = []
@@ -139,6 +156,7 @@ class CStyleRenderer(Renderer):
     index_type = self.type(dtypes.index)
     unused = _fused_products(program)
     blocks = block_columns(program) if self.shuffle is not None else {}
+    functions: dict[str, str] = {}  # name -> definition, of the functions the kernel calls
 
     def ref(u: UOp) -> str:
       if u.op is Ops.CONST: return self.const(u.arg, u.dtype)
@@ -209,6 +227,13 @@ class CStyleRenderer(Renderer):
         buf, idx, value = u.src
         if value.dtype.count > 1: lines.append("  " * indent + f"*({value.dtype.cname}_u*)({ref(buf)} + {ref(idx)}) = {ref(value)};")
         else: lines.append("  " * indent + f"{ref(buf)}[{ref(idx)}] = {ref(value)};")
+      elif op in self.function_ops and u.dtype.scalar() in (dtypes.float32, dtypes.float64):
+        arg = u.src[0]
+        # the function reads its argument through a pointer: a literal gets a name first
+        operand = named(arg.dtype, ref(arg)) if arg.op is Ops.CONST and arg.dtype.count == 1 else ref(arg)
+        fn = function_name(op, u.dtype)
+        if fn not in functions: functions[fn] = self.function_definition(op, u.dtype)
+        declare(u, function_call(fn, u.dtype, operand), "alu")
       else: declare(u, self.render_alu(u, ref), "alu")
     # buffers (the ones stored to are writable), then scalar parameters (numbered 0, 1, ... in the AST,
     # passed in that order)
@@ -224,7 +249,8 @@ class CStyleRenderer(Renderer):
                        f"__attribute__((vector_size({dt.count * dt.itemsize})));\n"
                        f"typedef {dt.cname} {dt.cname}_u __attribute__((aligned({dt.itemsize})));\n"
                        for dt in vectors.values())
-    head = f"{d.prelude}{d.used_helpers(body)}{typedefs}"
+    head = f"{d.prelude}{d.used_helpers(body)}{typedefs}" + "".join(
+      f"#ifndef TG_FN_{fn.upper()}\n#define TG_FN_{fn.upper()}\n{src}#endif\n" for fn, src in functions.items())
     if d.global_ids:
       sizes, groups = [1, 1, 1], [1, 1, 1]
       for rng, dim in ids.items():
@@ -233,7 +259,7 @@ class CStyleRenderer(Renderer):
       local = f" local={','.join(map(str, groups))}" if groups != [1, 1, 1] else ""
       head = f"// tgfn launch: global={','.join(map(str, sizes))}{local}\n{head}"
     if thread_range is None:
-      return f"{head}{d.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
+      return f"{head}{linkage}{d.kernel_prefix} {name}({', '.join(params)}) {{\n{body}\n}}\n"
     # the loop over the THREAD axis runs in chunks [lo, hi) on the worker pool: the kernel's arguments
     # travel in a struct, and the entry point hands the body to tg_parallel_for
     fields = "".join(f"  {p};\n" for p in params).replace(d.restrict, "")
