@@ -86,7 +86,9 @@ def _unordered_conflicts(graph, inputs, submitted) -> list[tuple[int, int]]:
   waits or queue order from the first to the second."""
   buffers = list(inputs) + [None] * (len(graph.slots) - graph.n_inputs)
   for s, b in graph.fixed.items(): buffers[s] = b
-  def span(s): return None if buffers[s] is None else (int(buffers[s].handle), int(buffers[s].handle) + buffers[s].nbytes)
+  def span(s):
+    b = buffers[s]
+    return None if b is None else (int(b.handle), int(b.handle) + b.nbytes)
   def overlap(a, b): return span(a) and span(b) and span(a)[0] < span(b)[1] and span(b)[0] < span(a)[1]
   steps = [st for st in graph.steps if st.kernel is None or graph.slots[st.slots[0]].size]
   index = {id(future): i for i, (_, future, _) in enumerate(submitted)}
