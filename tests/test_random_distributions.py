@@ -86,6 +86,20 @@ def test_choice_errors_and_frequencies():
   assert sorted(random.choice(KEY, 6, (6,), replace=False).tolist()) == list(range(6))
 
 
+# jax.random.t(PRNGKey(0), df, shape) and chisquare with JAX 0.10.2: the scale of each follows df
+JAX_T_AND_CHISQUARE = {
+  ("t", 5.0, (4,)): [0.758949875831604, -2.055917739868164, -1.281833529472351, -1.5719773769378662],
+  ("t", (1.0, 2.5, 30.0), None): [1.3805439472198486, -4.2371649742126465, -0.8903236389160156],
+  ("chisquare", 4.0, (4,)): [3.1795756816864014, 3.5198826789855957, 2.25801420211792, 7.948668003082275],
+}
+
+
+@pytest.mark.parametrize("name, df, shape", list(JAX_T_AND_CHISQUARE))
+def test_t_and_chisquare_match_jax(name, df, shape):
+  got = getattr(random, name)(KEY, tnp.array(df), shape)
+  np.testing.assert_allclose(np.asarray(got), JAX_T_AND_CHISQUARE[name, df, shape], rtol=1e-5)
+
+
 @pytest.mark.slow
 def test_t_dirichlet_chisquare():
   np.testing.assert_allclose(np.asarray(random.t(KEY, 5.0, (64,)))[:4],

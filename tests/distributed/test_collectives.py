@@ -99,6 +99,44 @@ def test_transposes_follow_the_per_device_convention():
   np.testing.assert_allclose(got, np.stack([w, np.zeros_like(w)]))
 
 
+@pytest.mark.parametrize("split, concat", [(0, 0), (1, 1), (0, 1), (1, 0)])
+def test_untiled_all_to_all_stacks_what_each_member_receives(split, concat):
+  """Member i gets block i of every member's x along split_axis (that axis removed), stacked in member
+  order along a new concat_axis. With split_axis == concat_axis that is a transpose of the member axis and
+  that axis: JAX 0.10.2's vmap(all_to_all(b, "i", 0, 0)) of arange(64).reshape(4, 4, 4) gives member 1
+  [[4, 5, 6, 7], [20, 21, 22, 23], [36, 37, 38, 39], [52, 53, 54, 55]]."""
+  xs = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+  want = np.stack([np.stack([np.take(x, i, axis=split) for x in xs], axis=concat) for i in range(4)])
+  if split == concat: np.testing.assert_array_equal(want, np.swapaxes(xs, 0, split + 1))
+  f = lambda b: lax.all_to_all(b, "i", split, concat)  # noqa: E731
+  for label, run in (("vmap", tgfn.vmap(f, axis_name="i")), ("shard_map", _shard_mapped(f, 4)),
+                     ("pmap", tgfn.pmap(f, "i"))):
+    np.testing.assert_array_equal(run(tnp.asarray(xs)).numpy(), want, err_msg=label)
+  got = tgfn.vmap(lambda b: tgfn.grad(lambda v: (f(v) * tnp.asarray(want[0])).sum())(b), axis_name="i")(xs)
+  assert got.shape == xs.shape   # the transpose (all_to_all with the axes swapped) inverts the shapes
+
+
+EXTREMA = {"pmax": lambda v: lax.pmax(v, "i"), "pmin": lambda v: -lax.pmin(-v, "i")}
+
+
+@pytest.mark.parametrize("name", list(EXTREMA))
+def test_tied_members_share_the_derivative_of_pmax_and_pmin(name):
+  """Members 0, 2 and 3 hold the maximum: each gets a third of its derivative, as jnp.max over the mapped
+  axis would give them (JAX has no derivative rule for pmax), whichever map runs the members."""
+  f = EXTREMA[name]
+  x = tnp.asarray([[3.0], [1.0], [3.0], [3.0]])
+  tangent = tnp.asarray([[1.0], [10.0], [100.0], [1000.0]])
+  maps = {"vmap": lambda g: tgfn.vmap(g, axis_name="i"), "shard_map": lambda g: _shard_mapped(g, 4),
+          "pmap": lambda g: tgfn.pmap(g, "i")}
+  for label, mapped in maps.items():
+    inner = mapped(tgfn.grad(lambda v: f(v).sum()))(x)   # the collective's own rule, on each member
+    np.testing.assert_allclose(inner.numpy().ravel(), [1 / 3, 0, 1 / 3, 1 / 3], rtol=1e-6, err_msg=label)
+    outer = tgfn.grad(lambda s: mapped(f)(s).sum())(x)   # the four members' results, differentiated outside
+    np.testing.assert_allclose(outer.numpy().ravel(), [4 / 3, 0, 4 / 3, 4 / 3], rtol=1e-6, err_msg=label)
+    forward = tgfn.jvp(mapped(f), (x,), (tangent,))[1]
+    np.testing.assert_allclose(forward.numpy().ravel(), [367.0] * 4, rtol=1e-6, err_msg=label)
+
+
 def test_shard_map_equals_the_function_on_the_full_array():
   mesh = make_mesh((4,), ("i",))
   x = np.random.default_rng(0).standard_normal((8, 5)).astype(np.float32)

@@ -102,6 +102,31 @@ def test_conv_transpose_is_the_input_gradient_of_conv() -> None:
   assert lax.conv_transpose(tnp.ones((1, 3, 4, 2)), tnp.ones((3, 3, 2, 5)), (2, 2), "SAME").shape == (1, 6, 8, 5)
 
 
+# jax.lax.conv_transpose(arange(1, 5).reshape(1, 4, 1), [1, 10, 100, ...][:k] as (k, 1, 1), (stride,), padding),
+# recorded with JAX 0.10.2: the digits show which kernel tap met which input (where the low padding falls)
+JAX_CONV_TRANSPOSE_1D = {
+  (3, 2, "SAME"): [100, 10, 201, 20, 302, 30, 403, 40],
+  (4, 2, "SAME"): [100, 2010, 201, 3020, 302, 4030, 403, 40],
+  (2, 3, "SAME"): [10, 1, 0, 20, 2, 0, 30, 3, 0, 40, 4, 0],
+  (3, 2, "VALID"): [100, 10, 201, 20, 302, 30, 403, 40, 4],
+}
+
+
+@pytest.mark.parametrize("kernel,stride,padding", list(JAX_CONV_TRANSPOSE_1D))
+def test_conv_transpose_string_padding_matches_jax(kernel, stride, padding) -> None:
+  x = tnp.arange(1.0, 5.0).reshape(1, 4, 1)
+  w = tnp.array([1.0, 10.0, 100.0, 1000.0][:kernel]).reshape(kernel, 1, 1)
+  got = lax.conv_transpose(x, w, (stride,), padding)
+  np.testing.assert_array_equal(np.asarray(got).ravel(), JAX_CONV_TRANSPOSE_1D[kernel, stride, padding])
+
+
+def test_conv_transpose_same_in_two_dimensions_matches_jax() -> None:
+  got = lax.conv_transpose(tnp.arange(1.0, 7.0).reshape(1, 2, 3, 1), tnp.arange(1.0, 10.0).reshape(3, 3, 1, 1),
+                           (2, 2), "SAME")
+  want = [[9, 8, 25, 16, 41, 24], [6, 5, 16, 10, 26, 15], [39, 34, 80, 44, 100, 54], [24, 20, 46, 25, 56, 30]]
+  np.testing.assert_array_equal(np.asarray(got).reshape(4, 6), want)   # recorded with JAX 0.10.2
+
+
 def test_conv_grad_vmap_and_jit() -> None:
   rng = np.random.default_rng(3)
   x, w = tnp.array(rng.normal(size=(1, 2, 4, 4))), tnp.array(rng.normal(size=(2, 1, 2, 2)))

@@ -85,6 +85,13 @@ def test_while_loop_jvp_and_its_reverse_mode_error():
     tgfn.grad(lambda x: f(x).sum())(XS)
 
 
+def test_while_loop_jvp_carries_the_tangent_of_a_value_the_body_closes_over():
+  f = lambda w: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * w), (0, 1.0))[1]
+  for run in (tgfn.jvp, tgfn.jit(tgfn.jvp, static_argnums=0)):
+    value, tangent = run(f, (2.0,), (1.0,))
+    assert (float(value), float(tangent)) == (8.0, 12.0)   # w**3 and 3 * w**2
+
+
 def _loop(f, *args):
   """vmap by hand: f on each member, stacked."""
   outs = [f(*[a[i] for a in args]) for i in range(args[0].shape[0])]

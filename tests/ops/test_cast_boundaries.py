@@ -11,6 +11,7 @@ import pytest
 import tgfn.numpy as tnp
 from tgfn.dtype import DType, dtypes
 from tests.strategies import round_bf16
+from tgfn_drivers import BackendUnavailable, require_backend
 
 INTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
         dtypes.uint64)
@@ -50,3 +51,23 @@ def test_narrowing_then_widening_rounds(device, n):
   x = np.random.default_rng(n).random(n)
   got = np.asarray(tnp.array(x).astype(tnp.float32).astype(tnp.float64))
   np.testing.assert_array_equal(got, x.astype(np.float32).astype(np.float64))
+
+
+def test_float64_to_float16_rounds_once(device):
+  """Each value lies just past a float16 tie; through float32 it would land on the tie and round to even
+  (1 + 2**-11 + 2**-30 -> 1.0, 2**-25 + 2**-50 -> 0, 65520 - 2**-20 -> inf). NumPy and JAX round once."""
+  x = np.array([1 + 2 ** -11 + 2 ** -30, -(1 + 2 ** -11 + 2 ** -30), 2 ** -25 + 2 ** -50, 65520 - 2 ** -20])
+  want = x.astype(np.float16)
+  assert want.tolist() == [1 + 2 ** -10, -(1 + 2 ** -10), 2 ** -24, 65504.0]
+  np.testing.assert_array_equal(np.asarray(tnp.array(x).astype(tnp.float16)), want)
+
+
+def test_float64_to_float16_rounds_once_in_opencl_c(monkeypatch):
+  """OpenCL C holds float16 as bits and converts to it in code of its own (tg_d2h), which a CPU run never
+  compiles: checked here whenever OpenCL is available."""
+  try:
+    require_backend("OPENCL")
+  except BackendUnavailable as e:
+    pytest.skip(str(e))
+  monkeypatch.setenv("DEV", "OPENCL")
+  test_float64_to_float16_rounds_once("OPENCL")

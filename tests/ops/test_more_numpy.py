@@ -46,6 +46,25 @@ def test_descending_is_stable_and_puts_nan_first() -> None:
   assert_close(tnp.sort(tnp.array(x), descending=True), np.array([np.nan, 3, 3, 1, 1], np.float32))
 
 
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("network", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_a_nan_with_its_sign_bit_set_sorts_last(device: str, network: bool, dtype: Any, monkeypatch: Any) -> None:
+  """-nan's bits order below -inf as integers: the keys treat every NaN as one (JAX and NumPy: last)."""
+  monkeypatch.setenv("DEV", device)
+  if network: monkeypatch.setattr(sorting, "RANK_MAX", 1)
+  x = np.array([1, -np.nan, -np.inf, 0], dtype)
+  assert np.signbit(x[1])
+  np.testing.assert_array_equal(tnp.sort(tnp.array(x)).numpy(), np.array([-np.inf, 0, 1, np.nan], dtype))
+  np.testing.assert_array_equal(tnp.argsort(tnp.array(x)).numpy(), [2, 3, 0, 1])
+  np.testing.assert_array_equal(tnp.argsort(tnp.array(x), descending=True).numpy(), [1, 0, 3, 2])
+  rows = np.array([[1, -np.nan, -np.inf, 0], [np.nan, -1, -np.nan, 2]], dtype)
+  for axis, data in ((1, rows), (0, rows.T)):
+    np.testing.assert_array_equal(tnp.sort(tnp.array(data), axis=axis).numpy(), np.sort(data, axis=axis))
+    np.testing.assert_array_equal(tnp.argsort(tnp.array(data), axis=axis).numpy(),
+                                  np.argsort(data, axis=axis, kind="stable"))
+
+
 def test_sort_transforms() -> None:
   rng = np.random.default_rng(1)
   x = rng.permutation(12).reshape(3, 4) * 0.5  # distinct values: the derivative is a permutation

@@ -1,5 +1,6 @@
 """Tests that catch deliberate bugs a mutation check once slipped past: the derivative of prod at zeros,
-the dtypes of derivatives through astype, and jit's memory plan for intermediates of different dtypes."""
+the dtypes of derivatives through astype, jit's memory plan for intermediates of different dtypes, and
+vmap of a scatter whose positions run past a member's end."""
 import numpy as np
 import pytest
 
@@ -70,3 +71,18 @@ def test_jit_intermediates_of_one_element_count_but_different_dtypes_get_their_o
   b = (x * a).astype(np.float64).sum(0, keepdims=True)
   c = (x * b.astype(np.float32)).astype(np.float64).sum(1, keepdims=True)
   np.testing.assert_array_equal(np.asarray(tgfn.jit(f)(tnp.array(x))), x.astype(np.float64) * c)
+
+
+def test_vmap_of_a_scatter_drops_each_members_positions_past_its_end():
+  """SCATTER drops positions outside [0, size) (Array._scatter). Batched, the members' blocks lie end to
+  end: member b's position `size` would be member b + 1's first element."""
+  scatter = lambda x, p, u: x._scatter(p, u, None)  # noqa: E731
+  x = tnp.zeros((3, 4))
+  positions = tnp.array([[1, 4], [-1, 2], [4, 9]])
+  updates = tnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+  want = [[0, 1, 0, 0], [0, 0, 4, 0], [0, 0, 0, 0]]
+  one_by_one = np.stack([np.asarray(scatter(x[i], positions[i], updates[i])) for i in range(3)])
+  np.testing.assert_array_equal(one_by_one, want)
+  np.testing.assert_array_equal(np.asarray(tgfn.vmap(scatter)(x, positions, updates)), want)
+  shared_operand = tgfn.vmap(scatter, in_axes=(None, 0, 0))(x[0], positions, updates)
+  np.testing.assert_array_equal(np.asarray(shared_operand), want)

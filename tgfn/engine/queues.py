@@ -15,6 +15,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
+from tgfn.engine.call import BufferView
 from tgfn.helpers import settings
 from tgfn.viz import debug
 
@@ -89,6 +90,13 @@ def run_on_queues(steps: Sequence[tuple[str, Callable[[], None], Sequence[int], 
   if error is not None: raise error
 
 
+def _storage(buffer: Any) -> int:
+  """Which memory a slot's buffer uses, for ordering the steps: slots that share a buffer, or hold views of
+  one block (the plan puts intermediates of other sizes into free blocks as views), are one storage."""
+  while isinstance(buffer, BufferView): buffer = buffer.base
+  return id(buffer)
+
+
 def replay_on_queues(graph: Any, inputs: Sequence[Any]) -> list[Any]:
   """Replay a CompiledGraph (tgfn/engine/jit.py) whose steps span several devices, each step on its device's
   queue; its intermediates share buffers, so steps are ordered by the buffers they touch. Returns the
@@ -114,7 +122,7 @@ def replay_on_queues(graph: Any, inputs: Sequence[Any]) -> list[Any]:
 
   from tgfn.engine.realize import Counters
   start = time.perf_counter()
-  storage = [id(b) for b in buffers]  # slots that share a buffer are one storage
+  storage = [_storage(b) for b in buffers]
   launched = [step for step in graph.steps if step.kernel is None or graph.slots[step.slots[0]].size]
   run_on_queues([(graph.slots[step.slots[0]].device, work(step), [storage[s] for s in step.inputs],
                   [storage[s] for s in step.outputs]) for step in launched])

@@ -159,7 +159,8 @@ def psum_scatter(x: Any, axis_name: AxisName, *, scatter_dimension: int = 0, til
 def all_to_all(x: Any, axis_name: AxisName, split_axis: int, concat_axis: int, *, tiled: bool = False) -> Array:
   """Member i sends block j of x along split_axis to member j, and concatenates what it receives along
   concat_axis in member order. Not tiled: split_axis must equal the axis size and is removed, and the
-  received blocks are stacked along a new concat_axis."""
+  received blocks are stacked along a new concat_axis, an axis of the output (as in JAX; with
+  split_axis == concat_axis that transposes the member axis and that axis)."""
   axes, size = _axes(axis_name)
   x = as_array(x)
   split = _axis(split_axis, x.ndim, "all_to_all split_axis")
@@ -168,9 +169,10 @@ def all_to_all(x: Any, axis_name: AxisName, split_axis: int, concat_axis: int, *
     raise ValueError(f"all_to_all: split_axis {split} of shape {x.shape} must equal the axis size {size} "
                      "(or pass tiled=True)")
   concat = _axis(concat_axis, x.ndim, "all_to_all concat_axis")
-  grown = x._reshape(x.shape[:concat] + (1,) + x.shape[concat:])  # a new axis at concat, split moves past it
-  split_grown = split + (split >= concat)
-  out = bind_all_to_all(grown, axes, size, split_grown, concat)
+  new_axis = concat + (split < concat)  # concat_axis counts the output's axes, which lack split_axis
+  grown = x._reshape(x.shape[:new_axis] + (1,) + x.shape[new_axis:])
+  split_grown = split + (split >= new_axis)
+  out = bind_all_to_all(grown, axes, size, split_grown, new_axis)
   return out._reshape(out.shape[:split_grown] + out.shape[split_grown + 1:])
 
 

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import tgfn.numpy as tnp
 from tgfn.array import Array, device_put
+from tgfn.dtype import DType
 from tgfn.sharding.mesh import Mesh
 from tgfn.uop.ops import Ops, UOp, toposort
 
@@ -29,6 +30,17 @@ def _chunk(x: Array, dim: int, index: int, count: int) -> Array:
   return x[(slice(None),) * dim + (slice(index * size, (index + 1) * size),)]
 
 
+def _combine_members(kind: str, values: list[Array], dtype: DType) -> Array:
+  """psum, pmax or pmin of the members' values. A sum adds them one by one, in member order; the extremum
+  is one max (or min) over the stacked values, whose derivative tied members share equally (a chain of
+  pairwise maximums would halve it at each tie, favouring the last members)."""
+  if kind == "pmax": return tnp.stack(values).max(0)
+  if kind == "pmin": return tnp.stack(values).min(0)
+  result = values[0]
+  for v in values[1:]: result = (result + v).astype(dtype)
+  return result
+
+
 def _lower(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
   """A collective over mesh axes: each device's result from the values of its group."""
   if mesh.processes > 1: return _lower_across_processes(node, srcs, mesh)
@@ -40,10 +52,7 @@ def _lower(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]:
     here = [to_device(v, device) for v in values]
     kind = spec.kind
     if kind == "axis_index": result = Array.const(me, node.dtype)
-    elif kind in ("psum", "pmax", "pmin"):
-      combine = {"psum": tnp.add, "pmax": tnp.maximum, "pmin": tnp.minimum}[kind]
-      result = here[0]
-      for v in here[1:]: result = combine(result, v).astype(node.dtype)
+    elif kind in ("psum", "pmax", "pmin"): result = _combine_members(kind, here, node.dtype)
     elif kind == "all_gather": result = tnp.concatenate(here, axis=spec.params[0])
     elif kind == "psum_scatter":  # copy only the block this device keeps, then sum
       dim = spec.params[0]
@@ -72,9 +81,7 @@ def _lower_across_processes(node: UOp, srcs: list[UOp], mesh: Mesh) -> list[UOp]
     return [Array.const(process_index() * mesh.size + d, node.dtype).uop for d in range(mesh.size)]
   here = [to_device(Array(u), first) for u in srcs]
   if spec.kind in ("psum", "pmax", "pmin", "psum_scatter"):
-    combine = {"pmax": tnp.maximum, "pmin": tnp.minimum}.get(spec.kind, tnp.add)
-    local = here[0]
-    for v in here[1:]: local = combine(local, v).astype(node.dtype)
+    local = _combine_members("psum" if spec.kind == "psum_scatter" else spec.kind, here, node.dtype)
     total = allreduce_processes(local, {"pmax": "max", "pmin": "min"}.get(spec.kind, "sum"))
   elif spec.kind == "all_gather":
     total = allgather_processes(tnp.concatenate(here, axis=spec.params[0]), spec.params[0])
