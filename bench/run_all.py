@@ -26,7 +26,7 @@ from common import (FRAMEWORKS, PAUSE_BETWEEN_FRAMEWORKS, REPO_ROOT, Row, detail
 BENCH = Path(__file__).resolve().parent
 # in the order of the table; the extras (conv net, fusions) last
 WORKLOADS = ("matmul", "mlp_step", "digits_train", "first_call", "tiny_call", "per_example_grads", "mlp_peak_rss",
-             "conv_step", "fusions", "distributed_step")
+             "conv_step", "fusions", "distributed_step", "real_programs")
 
 # (row name prefix, what the project asks, peer ("best" = the best peer), factor[, tgfn's variant]): tgfn / peer
 # must be >= factor for higher-is-better rows, <= factor otherwise; tgfn's primary figure unless a variant is named
@@ -43,6 +43,11 @@ TARGETS = (
   ("jitted `x*2+1`", "<= 0.5 x JAX", "jax", 0.5),
   ("per-example grads", "no slower than the best peer", "best", 1.0),
   ("peak RSS", "<= 1.1 x NumPy hand-written", "numpy", 1.1),
+  # the research programs of bench/programs/ (bench/real_programs.py), written once against JAX's API
+  *((f"{program}: {row}", what, "jax", factor) for program in ("transformer", "vae", "neural_ode", "convnet")
+    for row, what, factor in (("first step, empty", "no slower than JAX cold", 1.0),
+                              ("first step, warm", "<= 0.25 x JAX (JAX's own persistent cache)", 0.25),
+                              ("median step", "no slower than JAX", 1.0))),
 )
 
 
