@@ -32,6 +32,21 @@ def test_jitted_calls_print_a_line_per_call_and_per_kernel(monkeypatch, capsys):
   assert "contraction 3 over" in out and "GFLOP/s" in out and "GB/s" in out
 
 
+def test_a_compile_says_how_many_kernels_are_distinct_and_their_source_size(capsys):
+  """DEBUG=1: compiling a jitted function says how many kernels it became, how many of them differ (two
+  layers of the same shape are one kernel compiled once) and the characters of their source."""
+  import re
+  layer = lambda x, w: tnp.tanh(x @ w) * 2 + 1  # noqa: E731
+  f = tgfn.jit(lambda x, w1, w2: layer(layer(layer(x, w1), w2), w1).sum())
+  x, w1, w2 = _ones(16, 16), _ones(16, 16) * 0.5, _ones(16, 16) * 0.25
+  with Context(DEBUG=1): f(x, w1, w2)
+  line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("compiled <lambda>"))
+  total, distinct, chars = map(int, re.match(r"compiled <lambda>: (\d+) kernel\(s\), (\d+) distinct, (\d+) K", line).groups())
+  kernels = f.lower(x, w1, w2).kernels
+  assert (total, distinct) == (len(kernels), len({k.source for k in kernels})) and distinct < total, line
+  assert chars == round(sum(len(s) for s in {k.source for k in kernels}) / 1e3)
+
+
 def test_first_launch_says_the_compile_time(monkeypatch, capsys):
   monkeypatch.setenv("DEBUG", "2")
   x = _ones(11, 13)

@@ -156,8 +156,12 @@ class CompiledGraph:
       else: self.steps.append(Step(None, item.kernel, (*out_slots, *(slot(b) for b in item.kernel.inputs)), len(out_slots)))
     # all kernels compile together: one batch per device (tgfn/engine/realize.py)
     kernel_steps = [s for s in self.steps if s.lowered is not None]
-    for step, kernel in zip(kernel_steps, compile_kernels([(s.lowered, self.slots[s.slots[0]].device) for s in kernel_steps])):
-      step.kernel = kernel
+    before, start = (Counters.kernels_compiled, Counters.source_chars), time.perf_counter()
+    kernels = compile_kernels([(s.lowered, self.slots[s.slots[0]].device) for s in kernel_steps])
+    for step, kernel in zip(kernel_steps, kernels): step.kernel = kernel
+    if settings.DEBUG >= 1 and kernels:
+      debug.print_compiled(f"compiled {self.name}", kernels, Counters.kernels_compiled - before[0],
+                           Counters.source_chars - before[1], time.perf_counter() - start)
     self.output_slots = [slot(o) for o in outputs]
     return slot_of
 

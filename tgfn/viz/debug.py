@@ -198,6 +198,14 @@ def print_call(what: str, ran: Counter, seconds: float) -> None:
   print(f"{what} with {ran['kernel']} kernel(s){others} in {seconds * 1e3:.3f} ms")
 
 
+def print_compiled(what: str, kernels: Sequence[Any], compiled: int, chars: int, seconds: float) -> None:
+  """Level 1: what compiling a jitted function produced: its kernels, how many are distinct (a second layer's
+  kernels are the first's), their source, and how much of it this process had to generate and compile."""
+  sources = {k.source for k in kernels}
+  print(f"{what}: {len(kernels)} kernel(s), {len(sources)} distinct, {sum(map(len, sources)) / 1e3:.0f} K characters "
+        f"of source; {compiled} compiled here ({chars / 1e3:.0f} K characters) in {seconds:.2f} s")
+
+
 # ---- level 3: what each kernel fuses, why each buffer exists
 
 def fused_ops(kernel: Any) -> Counter:
