@@ -20,6 +20,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from tgfn.codegen.decompositions import transcendental_switch
+from tgfn.codegen.math_functions import FUNCTION_OPS, function_source
 from tgfn.device import Allocator, Compiled, Compiler, cache_dir, cache_read, cache_write, warn_once
 from tgfn.helpers import settings
 from tgfn.renderer.cstyle import CStyleRenderer
@@ -495,17 +497,23 @@ def op_counts(program: list[UOp]) -> OpCounts:
 
 class NativeCRenderer(CStyleRenderer):
   """C for this machine: vector width and register count read from what -march=native enables."""
-  # exp2 and log2 as polynomials (tgfn/codegen/decompositions.py) in kernels of DECOMPOSE_MIN_ITERATIONS
-  # iterations or more: whole-vector code, several times faster than libm's scalar calls, within the same
-  # ulp bounds (docs/numpy.md); sin and cos stay libm calls
-  decompose_by_default = frozenset({Ops.EXP2, Ops.LOG2})
-
   def __init__(self, compiler: CCompiler):
     self.compiler = compiler
 
-  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = ()) -> str:
+  @property
+  def function_ops(self) -> frozenset[Ops]:  # type: ignore[override]
+    """exp2 and log2 as calls of one polynomial function per vector type (tgfn/codegen/math_functions.py):
+    whole-vector code, several times faster than libm's lane-by-lane calls, within the same ulp bounds
+    (docs/numpy.md), its C written once per unit. TRANSCENDENTAL=1 keeps libm; sin and cos stay libm calls."""
+    return frozenset() if transcendental_switch() == "1" else FUNCTION_OPS
+
+  def function_definition(self, op: Ops, dtype: DType) -> str:
+    return function_source(self, op, dtype)
+
+  def render(self, name: str, program: list[UOp], buffer_dtypes: list[DType], param_dtypes: Sequence[DType] = (),
+             linkage: str = "") -> str:
     """The C source, marked with its optimization level (the notes at SIMPLE_OPT)."""
-    src = super().render(name, program, buffer_dtypes, param_dtypes)
+    src = super().render(name, program, buffer_dtypes, param_dtypes, linkage)
     counts = op_counts(program)
     if counts.floats_besides_mac >= FULL_OPT_FLOPS or counts.integer_values >= FULL_OPT_INTEGERS: return src
     simple = (counts.vector_code or counts.executed < SIMPLE_MAX_SCALAR_OPS) and not counts.gated_loads

@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Sequence
 
@@ -127,5 +128,8 @@ def replay_on_queues(graph: Any, inputs: Sequence[Any]) -> list[Any]:
   run_on_queues([(graph.slots[step.slots[0]].device, work(step), [storage[s] for s in step.inputs],
                   [storage[s] for s in step.outputs]) for step in launched])
   Counters.kernels_launched += len(launched)
-  if settings.DEBUG >= 1: debug.print_call(f"jit call of {graph.name}", len(graph.kernels), time.perf_counter() - start)
+  if settings.DEBUG >= 1:  # (the steps ran, and reported, on the devices' queue threads)
+    copies = sum(1 for step in launched if step.kernel is None and step.call is None)
+    debug.print_call(f"jit call of {graph.name}", Counter(kernel=len(graph.kernels), copy=copies),
+                     time.perf_counter() - start)
   return [buffers[s] for s in graph.output_slots]
