@@ -25,7 +25,7 @@ class ScheduleItem:
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   """Kernels and copies that compute `outs`, in order; the last items compute `outs` themselves."""
-  rewritten = pack_contraction_operands(inline_calls(outs))
+  rewritten = pack_contraction_operands(copy_to_where_read(inline_calls(outs)))
   track("pack contraction operands", outs, rewritten)
   # a rewritten output is still the caller's node: items name it as the caller does
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}
@@ -46,3 +46,27 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   track(f"schedule: {len(items)} item(s)", rewritten, [i.kernel.ast if i.kernel else i.output for i in items])
   return items
 
+
+
+# a copy moves a value between devices; a host call reads any device's memory
+_READS_ANY_DEVICE = (Ops.COPY, Ops.HOST)
+
+
+def copy_to_where_read(outs: list[UOp]) -> list[UOp]:
+  """`outs` with a COPY wherever a node reads a value that lives on another device: an uncommitted array or
+  constant meeting a committed value (UOp.device, UOp.committed). A kernel reads its own device's memory."""
+  nodes = toposort(outs)
+  if all(_reads_own_device(n) for n in nodes): return outs
+  rebuilt: dict[UOp, UOp] = {}
+  for node in nodes:
+    src = tuple(rebuilt.get(s, s) for s in node.src)
+    if not _reads_own_device(node):
+      src = tuple(s if s.device in (None, node.device) else UOp(Ops.COPY, s.dtype, (s,), node.device) for s in src)
+    if src != node.src:
+      rebuilt[node] = new = UOp(node.op, node.dtype, src, node.arg)
+      if (line := node.__dict__.get("_user_line")) is not None: new.__dict__.setdefault("_user_line", line)
+  return [rebuilt.get(o, o) for o in outs]
+
+
+def _reads_own_device(node: UOp) -> bool:
+  return node.op in _READS_ANY_DEVICE or node.device is None or all(s.device in (None, node.device) for s in node.src)

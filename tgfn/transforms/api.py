@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tgfn.array import Array, as_array
+from tgfn.array import Array, as_array, device_put
 from tgfn.transforms.grad import backward
 from tgfn.transforms.jvp import forward
 from tgfn.transforms.trace import bound, flatten_outputs, fn_name, placeholder, trace_inputs
@@ -66,10 +66,17 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}{at_user_line()}")
       cts.append(ct.astype(o.dtype))
     grads = backward([o.uop for o in outs], cts, holders)
-    full = [g if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
+    full = [_placed_like(g, x) if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
     return tuple(_bind_back(mapping, unflatten(in_tree, full), memo))
 
   return (primal_out, vjp_fn, _bind_back(mapping, aux, memo)) if has_aux else (primal_out, vjp_fn)
+
+
+def _placed_like(ct: Array, primal: Array) -> Array:
+  """The cotangent on the device its primal is committed to: the gradient of a linear function reads only
+  the constants (iotas, masks) its ops made, which live on the default device."""
+  if not primal.uop.committed or ct.uop.device in (None, primal.uop.device): return ct
+  return device_put(ct, primal.uop.device)
 
 
 def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) -> None:
