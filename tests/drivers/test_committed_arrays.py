@@ -4,13 +4,14 @@ without naming a device) and the constants an op makes for itself (iotas, masks,
 operands committed to different devices are an error naming both and the user's line.
 
 The default device stays CPU while the operands are committed to PYTHON (always present), OPENCL (where
-an OpenCL runtime is installed) or WEBGPU (slow: headless Chromium). The op suite is driven by
+an OpenCL runtime is installed) or WEBGPU (where headless Chromium has a WebGPU adapter). The op suite is driven by
 tests/op_registry.py (every elementwise function and reduction, against NumPy) and by the STRUCTURAL table
 of tests/transforms/test_grad_registry.py (movement, indexing, scatter, contractions, convolution, against
 the same function on the default device, itself checked against NumPy elsewhere)."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -47,12 +48,26 @@ def _webgpu_missing() -> str:
 _MISSING = {"PYTHON": lambda: "", "OPENCL": _opencl_missing, "WEBGPU": _webgpu_missing}
 
 
-@pytest.fixture(params=["PYTHON", "OPENCL", pytest.param("WEBGPU", marks=pytest.mark.slow)])
+@pytest.fixture(params=["PYTHON", "OPENCL", "WEBGPU"])
 def target(request: Any, monkeypatch: Any) -> str:
   """The device the operands are committed to; the default device is CPU."""
   monkeypatch.setenv("DEV", "CPU")
   if why := _MISSING[request.param](): pytest.skip(f"{request.param} is not available here: {why}")
   return request.param
+
+
+def _wgsl_limits_skip(test: Callable[..., None]) -> Callable[..., None]:
+  """On WEBGPU, a kernel that needs a 64-bit type (float32 sort keys packed in uint64, a float64 step of
+  floor_divide, NumPy's int64 indices) stops at WGSL's documented limit (docs/backends.md), whatever the
+  placement: that test is skipped, naming the limit."""
+  @functools.wraps(test)
+  def run(target: str, *args: Any, **kwargs: Any) -> None:
+    try:
+      test(target, *args, **kwargs)
+    except NotImplementedError as e:
+      if target != "WEBGPU" or "WGSL (DEV=WEBGPU) has no" not in str(e): raise
+      pytest.skip(f"a limit of WGSL, not of placement: {str(e).splitlines()[0]}")
+  return run
 
 
 def _dtype_for(rec: OpRecord, i: int, target: str) -> DType:
@@ -80,6 +95,7 @@ def _assert_on(target: str, got: Any, what: str) -> None:
 
 
 @pytest.mark.parametrize("rec", ALL_RECORDS, ids=str)
+@_wgsl_limits_skip
 def test_record_runs_where_its_committed_operand_is(target: str, rec: OpRecord) -> None:
   """The first operand is committed to `target`, the others are uncommitted arrays on the default device:
   they move to `target`, and so do the iotas and masks that argmax, cumsum, sort... make."""
@@ -97,6 +113,7 @@ def test_record_runs_where_its_committed_operand_is(target: str, rec: OpRecord) 
 
 
 @pytest.mark.parametrize("case", STRUCTURAL, ids=str)
+@_wgsl_limits_skip
 def test_structural_op_runs_where_its_committed_operands_are(target: str, case: Case) -> None:
   hosts = [h.astype(np.float32) for h in case.args(np.random.default_rng(seed_of(case.name)))]
   got = case.fn(*[tgfn.device_put(tnp.array(h), target) for h in hosts])
@@ -108,11 +125,11 @@ def test_structural_op_runs_where_its_committed_operands_are(target: str, case: 
 def test_the_issue_examples(target: str) -> None:
   """Issue 28, item 3: each of these ran on the default device reading the other device's memory."""
   x = tgfn.device_put(tnp.arange(4.0), target)
+  if target != "WEBGPU": np.testing.assert_array_equal(tnp.sort(-x).numpy(), [-3, -2, -1, 0])  # (WGSL: uint64 keys)
   np.testing.assert_array_equal(tnp.cumsum(x).numpy(), [0, 1, 3, 6])
   np.testing.assert_array_equal(tnp.cumprod(x + 1).numpy(), [1, 2, 6, 24])
   np.testing.assert_array_equal(tnp.where(tnp.arange(4) < 2, x, 0.0).numpy(), [0, 1, 0, 0])
   assert int(tnp.argmax(x)) == 3 and int(tnp.argmin(x)) == 0
-  np.testing.assert_array_equal(tnp.sort(-x).numpy(), [-3, -2, -1, 0])
   for out in (tnp.cumsum(x), tnp.where(tnp.arange(4) < 2, x, 0.0), tnp.argmax(x)): assert out.device == target
 
 
