@@ -64,7 +64,8 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
-    try:  # where the value lives, decided now: a conflict names the user's line (and no long chain recurses later)
+    # where the value lives, decided now: a conflict names the user's line (and a long chain never recurses)
+    try:
       uop.device, uop.committed  # noqa: B018
     except DeviceConflictError as e:
       raise DeviceConflictError(f"{e}{at_user_line()}") from None
@@ -519,7 +520,7 @@ def _complex_scalar(value: complex, dtype: DType) -> Array:
 
 
 def check_devices(arrays: Sequence[Array]) -> None:
-  """Raise if `arrays` are committed to different devices (UOp.committed): they cannot meet in one operation."""
+  """Raise if `arrays` are committed to different devices (UOp.committed): they cannot meet in one op."""
   try:
     device_of_sources(tuple(a.uop for a in arrays))
   except DeviceConflictError as e:
@@ -543,7 +544,8 @@ def device_put(x: Any, device: Optional[str] = None) -> Array:
   if u.device == target:
     if u.committed or not commit: return arr
     # already there: pinned without a copy when it is a buffer
-    return Array(buffer_uop(u.buffer, u.shape, committed=True) if u.op is Ops.BUFFER else UOp(Ops.COPY, u.dtype, (u,), target))
+    if u.op is Ops.BUFFER: return Array(buffer_uop(u.buffer, u.shape, committed=True))
+    return Array(UOp(Ops.COPY, u.dtype, (u,), target))
   if u.device is None:  # a constant-only graph belongs to no device yet: place its values on target
     return Array.from_data(arr.numpy(), arr.dtype, device)
   return Array(UOp(Ops.COPY, arr.dtype, (u,), target))

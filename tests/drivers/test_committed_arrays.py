@@ -4,8 +4,8 @@ without naming a device) and the constants an op makes for itself (iotas, masks,
 operands committed to different devices are an error naming both and the user's line.
 
 The default device stays CPU while the operands are committed to PYTHON (always present), OPENCL (where
-an OpenCL runtime is installed) or WEBGPU (where headless Chromium has a WebGPU adapter). The op suite is driven by
-tests/op_registry.py (every elementwise function and reduction, against NumPy) and by the STRUCTURAL table
+an OpenCL runtime is installed) or WEBGPU (where headless Chromium has a WebGPU adapter). The op suite is
+driven by tests/op_registry.py (every elementwise function and reduction, against NumPy) and by the STRUCTURAL table
 of tests/transforms/test_grad_registry.py (movement, indexing, scatter, contractions, convolution, against
 the same function on the default device, itself checked against NumPy elsewhere)."""
 from __future__ import annotations
@@ -125,7 +125,8 @@ def test_structural_op_runs_where_its_committed_operands_are(target: str, case: 
 def test_the_issue_examples(target: str) -> None:
   """Issue 28, item 3: each of these ran on the default device reading the other device's memory."""
   x = tgfn.device_put(tnp.arange(4.0), target)
-  if target != "WEBGPU": np.testing.assert_array_equal(tnp.sort(-x).numpy(), [-3, -2, -1, 0])  # (WGSL: uint64 keys)
+  if target != "WEBGPU":  # (WGSL has no uint64 for sort's keys)
+    np.testing.assert_array_equal(tnp.sort(-x).numpy(), [-3, -2, -1, 0])
   np.testing.assert_array_equal(tnp.cumsum(x).numpy(), [0, 1, 3, 6])
   np.testing.assert_array_equal(tnp.cumprod(x + 1).numpy(), [1, 2, 6, 24])
   np.testing.assert_array_equal(tnp.where(tnp.arange(4) < 2, x, 0.0).numpy(), [0, 1, 0, 0])
@@ -136,7 +137,8 @@ def test_the_issue_examples(target: str) -> None:
 def test_constants_and_creation_like_ops_follow(target: str) -> None:
   host = np.arange(6.0, dtype=np.float32).reshape(2, 3)
   x = tgfn.device_put(tnp.array(host), target)
-  outs = {"zeros_like": x + tnp.zeros_like(x), "ones_like": x * tnp.ones_like(x), "full_like": tnp.full_like(x, 2) - x,
+  outs = {"zeros_like": x + tnp.zeros_like(x), "ones_like": x * tnp.ones_like(x),
+          "full_like": tnp.full_like(x, 2) - x,
           "eye": tnp.eye(2, 3) * x, "arange mask": tnp.where(tnp.arange(3) % 2 == 0, x, -1.0),
           "linspace": x + tnp.linspace(0, 1, 3), "tril": tnp.tril(x), "indices": x[tnp.array([1, 0])],
           "at.set": x.at[tnp.array([0])].set(tnp.array([7.0, 8.0, 9.0]))}
@@ -153,9 +155,10 @@ def test_host_calls_follow(target: str) -> None:
   a = np.array([[4.0, 1.0], [1.0, 3.0]], np.float32)
   x = tgfn.device_put(tnp.array(a), target)
   np.testing.assert_allclose(tnp.linalg.inv(x).numpy(), np.linalg.inv(a), rtol=1e-5)
-  np.testing.assert_allclose(tnp.linalg.solve(x, tnp.ones(2)).numpy(), np.linalg.solve(a, np.ones(2)), rtol=1e-5)
+  solved = tnp.linalg.solve(x, tnp.ones(2))
+  np.testing.assert_allclose(solved.numpy(), np.linalg.solve(a, np.ones(2)), rtol=1e-5)
   np.testing.assert_allclose(tnp.abs(tnp.fft.fft(x[0])).numpy(), np.abs(np.fft.fft(a[0])), rtol=1e-5)
-  for out in (tnp.linalg.inv(x), tnp.linalg.solve(x, tnp.ones(2)), tnp.fft.fft(x[0])): assert out.device == target
+  for out in (tnp.linalg.inv(x), solved, tnp.fft.fft(x[0])): assert out.device == target
 
 
 def test_transforms_follow(target: str) -> None:
@@ -164,7 +167,9 @@ def test_transforms_follow(target: str) -> None:
   g = tgfn.grad(f)(x)
   assert g.device == target
   np.testing.assert_allclose(g.numpy(), [3.0, 3.0, 2.0])  # d/dv_j of sum_i i * cumsum_i = sum_{i >= j} i
-  np.testing.assert_allclose(tgfn.jit(tnp.cumsum)(x).numpy(), [1.0, 3.0, 6.0])
+  y = tgfn.jit(tnp.cumsum)(x)
+  np.testing.assert_allclose(y.numpy(), [1.0, 3.0, 6.0])
+  assert y.device == target and tnp.cumsum(y).device == target  # a jitted function's result stays committed
   np.testing.assert_allclose(tgfn.vmap(tnp.argmax)(tnp.stack([x, -x])).numpy(), [2, 0])
 
 

@@ -88,4 +88,5 @@ def _with_sources(node: UOp, src: tuple[UOp, ...]) -> UOp:
 
 
 def _reads_own_device(node: UOp) -> bool:
-  return node.op in _READS_ANY_DEVICE or node.device is None or all(s.device in (None, node.device) for s in node.src)
+  if node.op in _READS_ANY_DEVICE or node.device is None: return True
+  return all(s.device in (None, node.device) for s in node.src)

@@ -66,7 +66,8 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}{at_user_line()}")
       cts.append(ct.astype(o.dtype))
     grads = backward([o.uop for o in outs], cts, holders)
-    full = [_placed_like(g, x) if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
+    full = [_placed_like(g, x) if g is not None else Array.const(0, x.dtype, x.shape)
+            for g, x in zip(grads, inputs)]
     return tuple(_bind_back(mapping, unflatten(in_tree, full), memo))
 
   return (primal_out, vjp_fn, _bind_back(mapping, aux, memo)) if has_aux else (primal_out, vjp_fn)

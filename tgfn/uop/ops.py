@@ -279,7 +279,9 @@ class UOp:
     naming a device, a constant) goes to the device of the committed values it meets."""
     if self.op is Ops.BUFFER: return False  # engine/realize.py's buffer_uop sets it for a pinned buffer
     if self.op in (Ops.COPY, Ops.PLACEHOLDER): return True
-    return any(s.committed for s in self.src)
+    for s in self.src:  # (a loop, not any(): every new node pays this)
+      if s.committed: return True
+    return False
 
   # ---- integer bounds, for index simplification (kernel level)
   @_computed_once
