@@ -189,3 +189,6 @@ def test_two_committed_devices_are_an_error_at_the_users_line(target: str) -> No
   assert "test_committed_arrays.py" in str(error.value) and "x + on_cpu" in str(error.value)
   with pytest.raises(ValueError, match="different devices"): tnp.where(x > 1, x, on_cpu)
   with pytest.raises(ValueError, match="different devices"): tnp.concatenate([x, on_cpu])
+  indices = tgfn.device_put(tnp.array([0, 2]), "CPU")  # ops that do not promote their operands check too
+  with pytest.raises(ValueError, match="different devices"): x[indices]
+  with pytest.raises(ValueError, match="different devices"): x.at[indices].add(1.0)

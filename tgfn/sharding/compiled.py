@@ -63,7 +63,8 @@ class CompiledMap:
     if entry.lock is None: buffers = self._replay(entry, inputs)
     else:
       with entry.lock: buffers = self._replay(entry, inputs)
-    return unflatten(entry.out_tree, [Array(buffer_uop(b, s)) for b, s in zip(buffers, entry.out_shapes)])
+    # each result is committed to the device it was computed on, as the mapped function's layout says
+    return unflatten(entry.out_tree, [Array(buffer_uop(b, s, committed=True)) for b, s in zip(buffers, entry.out_shapes)])
 
   @staticmethod
   def _replay(entry: _Entry, inputs: list) -> list:
