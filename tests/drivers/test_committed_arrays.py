@@ -170,6 +170,11 @@ def test_transforms_follow(target: str) -> None:
   y = tgfn.jit(tnp.cumsum)(x)
   np.testing.assert_allclose(y.numpy(), [1.0, 3.0, 6.0])
   assert y.device == target and tnp.cumsum(y).device == target  # a jitted function's result stays committed
+  uncommitted = tnp.array([1.0, 2.0, 4.0])  # an argument on the default device follows the committed one
+  for transformed in (tgfn.jit(tnp.multiply), tgfn.vmap(tnp.multiply)):
+    out = transformed(x, uncommitted)
+    assert out.device == target
+    np.testing.assert_allclose(out.numpy(), [1.0, 4.0, 12.0])
   np.testing.assert_allclose(tgfn.vmap(tnp.argmax)(tnp.stack([x, -x])).numpy(), [2, 0])
 
 

@@ -47,7 +47,6 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   return items
 
 
-
 # a copy moves a value between devices; a host call reads any device's memory
 _READS_ANY_DEVICE = (Ops.COPY, Ops.HOST)
 
@@ -72,11 +71,11 @@ def copy_to_where_read(outs: list[UOp]) -> list[UOp]:
 
 def _computed_on(value: UOp, device: str, done: dict[UOp, UOp]) -> UOp:
   """Uncommitted `value` computed on `device`. Nothing under it is committed (UOp.committed): the only
-  values it reads that live on a device are buffers, copied over."""
+  values it reads that live on a device are leaves (buffers, or placeholders standing for them), copied over."""
   for node in toposort([value]):
     if node in done: continue
     if node.device in (None, device): done[node] = node
-    elif node.op is Ops.BUFFER: done[node] = UOp(Ops.COPY, node.dtype, (node,), device)
+    elif not node.src: done[node] = UOp(Ops.COPY, node.dtype, (node,), device)
     else: done[node] = _with_sources(node, tuple(done[s] for s in node.src))
   return done[value]
 

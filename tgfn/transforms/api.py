@@ -201,7 +201,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     if size is None: raise ValueError("vmap needs at least one mapped input (in_axes not all None) or axis_size")
     moved = {i: _move_axis(x, ax % x.ndim, 0) for i, (x, ax) in enumerate(zip(arrays, axes)) if ax is not None}
     traced = list(arrays)
-    for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device))
+    for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device, x.uop.committed))
     from tgfn.lax.collective_batching import batching_axis
     from tgfn.lax.collectives import axis_env
     with axis_env([(axis_name, size)] if axis_name is not None else []):

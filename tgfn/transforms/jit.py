@@ -270,7 +270,7 @@ class JitFunction:
       if (value := _weak_value(x)) is not None: holders.append(_traced_scalar(i, value, made))
       else:
         a = _leaf_value(x)
-        holders.append(Array(placeholder(a.shape, a.dtype, a.uop.device)))
+        holders.append(Array(placeholder(a.shape, a.dtype, a.uop.device, a.uop.committed)))
     # explicit Tensor arguments are passed as themselves; their reads give the placeholder (tensor state)
     traced_args, traced_kwargs = unflatten(in_tree, [x if isinstance(x, Tensor) else h for x, h in zip(leaves, holders)])
     it = iter(traced_args)

@@ -277,7 +277,8 @@ class UOp:
     """Whether the value is pinned to its device, as in JAX: placed there by name (`device_put`, a
     `device=` keyword), or computed from a pinned value. An uncommitted value (an array made without
     naming a device, a constant) goes to the device of the committed values it meets."""
-    if self.op is Ops.BUFFER: return False  # engine/realize.py's buffer_uop sets it for a pinned buffer
+    # (engine/realize.py's buffer_uop pins a buffer; transforms/trace.py's placeholder unpins a stand-in)
+    if self.op is Ops.BUFFER: return False
     if self.op in (Ops.COPY, Ops.PLACEHOLDER): return True
     for s in self.src:  # (a loop, not any(): every new node pays this)
       if s.committed: return True
