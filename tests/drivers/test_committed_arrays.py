@@ -23,6 +23,7 @@ from tests.strategies import assert_matches, cast_host, reference
 from tests.transforms.test_grad_registry import STRUCTURAL, Case, seed_of
 from tests.transforms.test_vmap_registry import domain_values, record_fn
 from tgfn.dtype import DType, dtypes
+from tgfn.engine.realize import Counters
 from tgfn.tree import flatten
 
 
@@ -176,6 +177,27 @@ def test_transforms_follow(target: str) -> None:
     assert out.device == target
     np.testing.assert_allclose(out.numpy(), [1.0, 4.0, 12.0])
   np.testing.assert_allclose(tgfn.vmap(tnp.argmax)(tnp.stack([x, -x])).numpy(), [2, 0])
+
+
+def test_an_uncommitted_operand_is_computed_on_the_committed_device(target: str) -> None:
+  """power(x, n) with n uncommitted: n's bit tests run inside the one kernel on x's device, not in a kernel
+  on the default device whose 30-odd outputs are each copied over (past WebGPU's 10 buffers a kernel)."""
+  x = tgfn.device_put(tnp.array([2, 3], dtype=tnp.int32), target)
+  before = Counters.kernels_launched
+  np.testing.assert_array_equal(tnp.power(x, tnp.array([5, 7], dtype=tnp.int32)).numpy(), [32, 2187])
+  assert Counters.kernels_launched - before == 1
+
+
+def test_plans_tell_committed_from_uncommitted_buffers(monkeypatch: Any) -> None:
+  """Two graphs alike but for a buffer's commitment run on different devices: they need different plans."""
+  monkeypatch.setenv("DEV", "PYTHON")
+  loose = tnp.array([1.0, 2.0])  # made while PYTHON was the default: uncommitted, on PYTHON
+  monkeypatch.setenv("DEV", "CPU")
+  a, pinned = tnp.array([10.0, 20.0]), tgfn.device_put(tnp.array([1.0, 2.0]), "PYTHON")
+  for b, device in ((pinned, "PYTHON"), (loose, "CPU")):  # without a committed operand: the first one's device
+    out = a + b
+    np.testing.assert_array_equal(out.numpy(), [11.0, 22.0])
+    assert out.device == device
 
 
 def test_a_computed_value_stays_committed(target: str) -> None:

@@ -47,10 +47,6 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   return items
 
 
-# a copy moves a value between devices; a host call reads any device's memory
-_READS_ANY_DEVICE = (Ops.COPY, Ops.HOST)
-
-
 def copy_to_where_read(outs: list[UOp]) -> list[UOp]:
   """`outs` with every value read on another device than its own moved there (UOp.device): an uncommitted
   value meeting a committed one is computed on the committed device, from copies of the buffers it reads.
@@ -87,5 +83,5 @@ def _with_sources(node: UOp, src: tuple[UOp, ...]) -> UOp:
 
 
 def _reads_own_device(node: UOp) -> bool:
-  if node.op in _READS_ANY_DEVICE or node.device is None: return True
+  if node.op is Ops.COPY or node.device is None: return True  # (a copy moves a value between devices)
   return all(s.device in (None, node.device) for s in node.src)
