@@ -193,7 +193,7 @@ def test_plans_tell_committed_from_uncommitted_buffers(monkeypatch: Any) -> None
   monkeypatch.setenv("DEV", "PYTHON")
   loose = tnp.array([1.0, 2.0])  # made while PYTHON was the default: uncommitted, on PYTHON
   monkeypatch.setenv("DEV", "CPU")
-  a, pinned = tnp.array([10.0, 20.0]), tgfn.device_put(tnp.array([1.0, 2.0]), "PYTHON")
+  a, pinned = tnp.array([10.0, 20.0]), tgfn.device_put(tnp.array([1.0, 2.0]), "PYTHON").realize()
   for b, device in ((pinned, "PYTHON"), (loose, "CPU")):  # without a committed operand: the first one's device
     out = a + b
     np.testing.assert_array_equal(out.numpy(), [11.0, 22.0])
