@@ -22,7 +22,7 @@ from tests.op_registry import ALL_RECORDS, OpRecord, Tol
 from tests.strategies import assert_matches, cast_host, reference
 from tests.transforms.test_grad_registry import STRUCTURAL, Case, seed_of
 from tests.transforms.test_vmap_registry import domain_values, record_fn
-from tgfn.dtype import DType, dtypes
+from tgfn.dtype import DType, dtypes, result_type
 from tgfn.engine.realize import Counters
 from tgfn.tree import flatten
 
@@ -71,7 +71,7 @@ def _wgsl_limits_skip(test: Callable[..., None]) -> Callable[..., None]:
   return run
 
 
-def _dtype_for(rec: OpRecord, i: int, target: str) -> DType:
+def _dtype_for(rec: OpRecord, i: int) -> DType:
   """float32 where the argument takes it (WGSL has no 64-bit types), else int32, else its first dtype."""
   options = rec.dtypes_of(i)
   return next((dt for dt in (dtypes.float32, dtypes.int32) if dt in options), options[0])
@@ -102,15 +102,15 @@ def test_record_runs_where_its_committed_operand_is(target: str, rec: OpRecord) 
   they move to `target`, and so do the iotas and masks that argmax, cumsum, sort... make."""
   f, shapes = record_fn(rec, axis=1)
   rng = np.random.default_rng(seed_of(rec.name))
-  dts = [_dtype_for(rec, i, target) for i in range(rec.nargs)]
+  dts = [_dtype_for(rec, i) for i in range(rec.nargs)]
   hosts = [domain_values(rec.domain(i), dt, s, rng) for i, (dt, s) in enumerate(zip(dts, shapes))]
   args = [tnp.array(h, dtype=dt) for h, dt in zip(hosts, dts)]
   got = f(tgfn.device_put(args[0], target), *args[1:])
   _assert_on(target, got, rec.name)
+  out = rec.result_dtype(dts[0] if rec.kind == "reduction" else result_type(*dts))
   if rec.kind == "reduction": want, tol = _reduction_reference(rec, hosts[0], dts[0])
-  else: want, tol = reference(rec, hosts, dts), rec.tol.get(rec.result_dtype(got.dtype))
-  assert_matches(got, want, rec.result_dtype(dts[0]) if rec.kind == "reduction" else got.dtype, tol,
-                 f"{rec.name} on {target}")
+  else: want, tol = reference(rec, hosts, dts), rec.tol.get(out)
+  assert_matches(got, want, out, tol, f"{rec.name} on {target}")
 
 
 @pytest.mark.parametrize("case", STRUCTURAL, ids=str)
