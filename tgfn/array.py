@@ -19,7 +19,7 @@ from tgfn.device import Buffer, Device
 from tgfn.dtype import DType, dtypes, real_dtype, result_type, to_dtype
 from tgfn.engine.realize import buffer_uop, realize, try_realize
 from tgfn.uop.alu import float_to_bf16_bits
-from tgfn.uop.ops import GroupOp, Ops, UOp, normalize_const
+from tgfn.uop.ops import DeviceConflictError, GroupOp, Ops, UOp, device_of_sources, normalize_const
 from tgfn.viz.locations import at_user_line
 
 Scalar = Union[bool, int, float]
@@ -64,6 +64,11 @@ class Array:
 
   def __init__(self, uop: UOp):
     self.uop = uop
+    # where the value lives, decided now: a conflict names the user's line (and a long chain never recurses)
+    try:
+      uop.device, uop.committed  # noqa: B018
+    except DeviceConflictError as e:
+      raise DeviceConflictError(f"{e}{at_user_line()}") from None
     # the user's line that built it (tgfn/viz/locations.py); a BUFFER computes nothing, a located node is done
     if helpers.locator is not None and uop.op is not Ops.BUFFER and "_user_line" not in uop.__dict__: helpers.locator(uop)
 
@@ -79,7 +84,7 @@ class Array:
     if dt is dtypes.bfloat16: host = host.view(np.uint16) if host.dtype.name == "bfloat16" else _bf16_bits(host)
     else: host = host.astype(dt.np, copy=False)
     buf = Buffer(Device.canonicalize(device or Device.DEFAULT), host.size, dt).copyin(host)
-    return Array(buffer_uop(buf, host.shape))
+    return Array(buffer_uop(buf, host.shape, committed=device is not None))
 
   @staticmethod
   def const(value: Scalar, dtype: DType, shape: tuple[int, ...] = ()) -> Array:
@@ -457,9 +462,7 @@ def promote(*xs: Any, dtype: Optional[DType] = None) -> list[Array]:
   xs = tuple(s if (s := _weak_scalar(x)) is not None else x for x in xs)
   common = dtype or result_type(*[_promotion_type(x) for x in xs])
   arrays = [as_array(x, common) for x in xs]
-  devices = {a.uop.device for a in arrays} - {None}
-  if len(devices) > 1:
-    raise ValueError(f"arrays are on different devices {sorted(devices)}; move them with tgfn.device_put(x, device){at_user_line()}")
+  check_devices(arrays)
   shape = broadcast_shapes(*[a.shape for a in arrays])
   return [a._broadcast_to(shape) for a in arrays]
 
@@ -516,20 +519,33 @@ def _complex_scalar(value: complex, dtype: DType) -> Array:
   return Array(UOp.param(real_dtype(dtype), value.real if isinstance(value, complex) else value)).astype(dtype)
 
 
+def check_devices(arrays: Sequence[Array]) -> None:
+  """Raise if `arrays` are committed to different devices (UOp.committed): they cannot meet in one op."""
+  try:
+    device_of_sources(tuple(a.uop for a in arrays))
+  except DeviceConflictError as e:
+    raise DeviceConflictError(f"{e}{at_user_line()}") from None
+
+
 def _array_dtype(x: Any) -> DType:
   if isinstance(x, Array): return x.dtype
   return _host_dtype_for(x)
 
 
 def device_put(x: Any, device: Optional[str] = None) -> Array:
-  """`x` on `device` (default: the default device), or laid out by a NamedSharding over its mesh.
+  """`x` on `device`, committed to it (UOp.committed: operations with it run there); without a device, on the
+  default device, committed only if `x` was. Or laid out by a NamedSharding over its mesh.
   Between instances of a backend the copy is direct; between backends it goes through the host."""
   if hasattr(device, "mesh"):
     from tgfn.sharding.named import shard
     return shard(x, device)
   arr = x if isinstance(x, Array) else Array.from_data(x)
-  target = Device.canonicalize(device or Device.DEFAULT)
-  if arr.uop.device == target: return arr
-  if arr.uop.device is None:  # a constant-only graph belongs to no device yet: place its values on target
-    return Array.from_data(arr.numpy(), arr.dtype, target)
-  return Array(UOp(Ops.COPY, arr.dtype, (arr.uop,), target))
+  target, commit, u = Device.canonicalize(device or Device.DEFAULT), device is not None, arr.uop
+  if u.device == target:
+    if u.committed or not commit: return arr
+    # already there: pinned without a copy when it is a buffer
+    if u.op is Ops.BUFFER: return Array(buffer_uop(u.buffer, u.shape, committed=True))
+    return Array(UOp(Ops.COPY, u.dtype, (u,), target))
+  if u.device is None:  # a constant-only graph belongs to no device yet: place its values on target
+    return Array.from_data(arr.numpy(), arr.dtype, device)
+  return Array(UOp(Ops.COPY, arr.dtype, (u,), target))

@@ -36,7 +36,8 @@ def test_device_put_between_instances_keeps_values_and_follows_the_data():
   c = tgfn.device_put(tgfn.device_put(b * 2, tgfn.devices()[1]), "CPU")
   np.testing.assert_array_equal(c.numpy(), np.arange(12.0).reshape(3, 4) * 2)
   assert c.device == "CPU"
-  with pytest.raises(ValueError, match="different devices"): a + b
+  with pytest.raises(ValueError, match="different devices"): tgfn.device_put(a, "CPU") + b
+  np.testing.assert_array_equal((a + b).numpy(), np.arange(12.0).reshape(3, 4) * 2)  # uncommitted `a` follows b
 
 
 def test_copy_between_instances_is_direct(monkeypatch):

@@ -73,7 +73,8 @@ def test_device_put_moves_data_between_devices():
 
 
 def test_mixing_devices_without_device_put_is_an_error():
-  a = tnp.array([1.0, 2.0])
+  """Arrays committed to two devices cannot meet (an uncommitted one follows: test_committed_arrays.py)."""
+  a = tgfn.device_put(tnp.array([1.0, 2.0]), "CPU")
   b = tgfn.device_put(tnp.array([1.0, 2.0]), "PYTHON")
   with pytest.raises(ValueError, match="different devices.*device_put"):
     a + b

@@ -84,15 +84,16 @@ _new_node, _set_op, _set_dtype, _set_src, _set_arg = object.__new__, UOp.op.__se
 _next_unique_id = unique_ids.__next__  # what unique_id() returns, one Python call less
 
 
-def buffer_uop(buffer: Buffer, shape: tuple[int, ...]) -> UOp:
-  """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key); built as
-  UOp.unique builds one, without its calls."""
+def buffer_uop(buffer: Buffer, shape: tuple[int, ...], committed: bool = False) -> UOp:
+  """A tensor-level BUFFER node holding `buffer` (kept as an attribute, off the hash key), pinned to its
+  device if `committed` (UOp.committed); built as UOp.unique builds one, without its calls."""
   u = _new_node(UOp)
   _set_op(u, Ops.BUFFER)
   _set_dtype(u, buffer.dtype)
   _set_src(u, ())
   _set_arg(u, (_next_unique_id(), buffer.device, tuple(shape)))
   u.__dict__["buffer"] = buffer
+  if committed: u.__dict__["committed"] = True
   return u
 
 
@@ -434,7 +435,8 @@ def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
   if shape is None: return None
   plan = _plan_for(outs, shape)
   buffers = _run(plan, shape.leaves, shape.params)
-  for slot, node in plan.remember: node.__dict__.setdefault(REALIZED, buffer_uop(buffers[slot], node.shape))
+  for slot, node in plan.remember:
+    node.__dict__.setdefault(REALIZED, buffer_uop(buffers[slot], node.shape, node.committed))
   results = []
   for o, done, slot in zip(outs, shape.out_leaves, plan.outputs):
     buf = buffers[slot]
@@ -442,7 +444,7 @@ def try_realize(outs: list[UOp]) -> Optional[list[UOp]]:
     elif o.device is None:  # a constant-only graph: its device is the default of the moment, so not cached
       results.append(buffer_uop(buf, o.shape))
     else:
-      results.append(o.__dict__.setdefault(REALIZED, buffer_uop(buf, o.shape)))
+      results.append(o.__dict__.setdefault(REALIZED, buffer_uop(buf, o.shape, o.committed)))
   return results
 
 

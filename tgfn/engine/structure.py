@@ -2,8 +2,8 @@
 a realization plan (tgfn/engine/realize.py), so repeating an eager computation on new arrays and new
 Python scalars schedules, lowers and compiles nothing.
 
-Two graphs have the same key when they differ only in which buffers they read (of the same dtype, device
-and shape) and in the values of their PARAMs (Python scalars, of the same dtype). Already-realized
+Two graphs have the same key when they differ only in which buffers they read (of the same dtype, device,
+shape and commitment) and in the values of their PARAMs (Python scalars, of the same dtype). Already-realized
 subgraphs (`realized_buffer`) count as the buffers holding them. Everything else -- ops, dtypes, args,
 constants, and which leaves are shared (`x * x` is not `x * y`) -- is part of the key.
 """
@@ -50,7 +50,7 @@ def structure(outs: Sequence[UOp]) -> Optional[Structure]:
         position[node] = position[buffer]
         continue
       position[node] = position[buffer] = len(entries)
-      entries.append((Ops.BUFFER, buffer.dtype, buffer.arg[1], buffer.arg[2]))
+      entries.append((Ops.BUFFER, buffer.dtype, buffer.arg[1], buffer.arg[2], buffer.committed))
       leaves.append(buffer)
       continue
     position[node] = len(entries)

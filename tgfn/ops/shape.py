@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from tgfn.array import Array, _promotion_type, _weak_scalar, as_array, broadcast_shapes
+from tgfn.array import Array, _promotion_type, _weak_scalar, as_array, broadcast_shapes, check_devices
 from tgfn.dtype import dtypes, result_type, to_dtype
 from tgfn.ops.axes import normalize_axes, normalize_axis
 from tgfn.uop.ops import Ops
@@ -163,13 +163,6 @@ def _join(pieces: list[Array], axis: int) -> Array:
   return out
 
 
-def _same_device(arrays: list[Array]) -> None:
-  devices = {a.uop.device for a in arrays} - {None}
-  if len(devices) > 1:
-    raise ValueError(f"arrays are on different devices {sorted(devices)}; "
-                     f"move them with tgfn.device_put(x, device)")
-
-
 def _promoted(values: Sequence[Any], dtype: Any) -> list[Array]:
   """`values` as Arrays of `dtype`, or of their JAX-promoted dtype with scalars weakly typed (like
   `promote`, but without broadcasting them together)."""
@@ -194,7 +187,7 @@ def concatenate(arrays: Sequence[Any], axis: Optional[int] = 0, dtype: Any = Non
   if any(x.ndim != xs[0].ndim or off_axis(x.shape) != off_axis(xs[0].shape) for x in xs):
     raise ValueError(f"concatenate: all input shapes must match except along axis {ax}, got shapes "
                      f"{', '.join(str(x.shape) for x in xs)}{at_user_line()}")
-  _same_device(xs)
+  check_devices(xs)
   return _join(xs, ax)
 
 

@@ -25,7 +25,7 @@ class ScheduleItem:
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   """Kernels and copies that compute `outs`, in order; the last items compute `outs` themselves."""
-  rewritten = pack_contraction_operands(inline_calls(outs))
+  rewritten = pack_contraction_operands(copy_to_where_read(inline_calls(outs)))
   track("pack contraction operands", outs, rewritten)
   # a rewritten output is still the caller's node: items name it as the caller does
   name = {new: old for old, new in zip(outs, rewritten) if new is not old}
@@ -46,3 +46,42 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
   track(f"schedule: {len(items)} item(s)", rewritten, [i.kernel.ast if i.kernel else i.output for i in items])
   return items
 
+
+def copy_to_where_read(outs: list[UOp]) -> list[UOp]:
+  """`outs` with every value read on another device than its own moved there (UOp.device): an uncommitted
+  value meeting a committed one is computed on the committed device, from copies of the buffers it reads.
+  (Copying it where it meets would compute an op's own constants, bit masks or iotas, on the default device
+  and copy each one over.)"""
+  nodes = toposort(outs)
+  if all(_reads_own_device(n) for n in nodes): return outs
+  moved: dict[str, dict[UOp, UOp]] = {}  # device -> {uncommitted node: the same computed on that device}
+  rebuilt: dict[UOp, UOp] = {}
+  for node in nodes:
+    src = tuple(rebuilt.get(s, s) for s in node.src)
+    if not _reads_own_device(node):
+      done = moved.setdefault(node.device, {})
+      src = tuple(s if s.device in (None, node.device) else _computed_on(s, node.device, done) for s in src)
+    if src != node.src: rebuilt[node] = _with_sources(node, src)
+  return [rebuilt.get(o, o) for o in outs]
+
+
+def _computed_on(value: UOp, device: str, done: dict[UOp, UOp]) -> UOp:
+  """Uncommitted `value` computed on `device`. Nothing under it is committed (UOp.committed): the only
+  values it reads that live on a device are leaves (buffers, or placeholders standing for them), copied over."""
+  for node in toposort([value]):
+    if node in done: continue
+    if node.device in (None, device): done[node] = node
+    elif not node.src: done[node] = UOp(Ops.COPY, node.dtype, (node,), device)
+    else: done[node] = _with_sources(node, tuple(done[s] for s in node.src))
+  return done[value]
+
+
+def _with_sources(node: UOp, src: tuple[UOp, ...]) -> UOp:
+  new = UOp(node.op, node.dtype, src, node.arg)
+  if (line := node.__dict__.get("_user_line")) is not None: new.__dict__.setdefault("_user_line", line)
+  return new
+
+
+def _reads_own_device(node: UOp) -> bool:
+  if node.op is Ops.COPY or node.device is None: return True  # (a copy moves a value between devices)
+  return all(s.device in (None, node.device) for s in node.src)

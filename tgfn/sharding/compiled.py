@@ -98,8 +98,9 @@ class CompiledMap:
 
   @staticmethod
   def _outputs(entry: _Entry, buffers: list) -> list[Array]:
-    """The output leaves from the graph's output buffers (a sharded leaf takes one per block)."""
-    values = iter([Array(buffer_uop(b, s)) for b, s in zip(buffers, entry.out_shapes)])
+    """The output leaves from the graph's output buffers (a sharded leaf takes one per block), each committed
+    to the device it was computed on, as the mapped function's layout says."""
+    values = iter([Array(buffer_uop(b, s, committed=True)) for b, s in zip(buffers, entry.out_shapes)])
     out = []
     for layout in entry.out_layouts:
       if layout is None: out.append(next(values))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tgfn.array import Array, as_array
+from tgfn.array import Array, as_array, device_put
 from tgfn.transforms.grad import backward
 from tgfn.transforms.jvp import forward
 from tgfn.transforms.trace import bound, flatten_outputs, fn_name, placeholder, trace_inputs
@@ -66,10 +66,18 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         raise ValueError(f"vjp: cotangent shape {ct.shape} does not match output shape {o.shape}{at_user_line()}")
       cts.append(ct.astype(o.dtype))
     grads = backward([o.uop for o in outs], cts, holders)
-    full = [g if g is not None else Array.const(0, x.dtype, x.shape) for g, x in zip(grads, inputs)]
+    full = [_placed_like(g, x) if g is not None else Array.const(0, x.dtype, x.shape)
+            for g, x in zip(grads, inputs)]
     return tuple(_bind_back(mapping, unflatten(in_tree, full), memo))
 
   return (primal_out, vjp_fn, _bind_back(mapping, aux, memo)) if has_aux else (primal_out, vjp_fn)
+
+
+def _placed_like(ct: Array, primal: Array) -> Array:
+  """The cotangent on the device its primal is committed to: the gradient of a linear function reads only
+  the constants (iotas, masks) its ops made, which live on the default device."""
+  if not primal.uop.committed or ct.uop.device in (None, primal.uop.device): return ct
+  return device_put(ct, primal.uop.device)
 
 
 def _check_float_inputs(name: str, args: Sequence[Any], argnums: Sequence[int]) -> None:
@@ -193,7 +201,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     if size is None: raise ValueError("vmap needs at least one mapped input (in_axes not all None) or axis_size")
     moved = {i: _move_axis(x, ax % x.ndim, 0) for i, (x, ax) in enumerate(zip(arrays, axes)) if ax is not None}
     traced = list(arrays)
-    for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device))
+    for i, x in moved.items(): traced[i] = Array(placeholder(x.shape[1:], x.dtype, x.uop.device, x.uop.committed))
     from tgfn.lax.collective_batching import batching_axis
     from tgfn.lax.collectives import axis_env
     with axis_env([(axis_name, size)] if axis_name is not None else []):

@@ -106,6 +106,8 @@ class _Entry:
     self.passthrough = passthrough  # per output: the index of the input leaf it simply returns, or None
     self.computes_all = all(j is None for j in passthrough)
     self.out_shapes = [graph.slots[s].shape for s in graph.output_slots]
+    # results off the default device are committed there (UOp.committed): only a committed input took it there
+    self.out_committed = [graph.slots[s].device != Device.DEFAULT for s in graph.output_slots]
     self.single_output = out_tree == flatten(0)[1] and passthrough == [None] and state is None
     self.recycle = self.single_output and graph.can_reuse_outputs and RECYCLE_RESULTS
     self.last: Optional[Array] = None
@@ -257,15 +259,15 @@ class JitFunction:
           sys.getrefcount(last.uop) == entry.refs[1] and sys.getrefcount(last.uop.buffer) == entry.refs[2]:
         entry.graph.replay_into(inputs, last.uop.buffer)
         return last
-      out = entry.last = _result(entry.graph(inputs)[0], entry.out_shapes[0])
+      out = entry.last = _result(entry.graph(inputs)[0], entry.out_shapes[0], entry.out_committed[0])
       entry.refs = (sys.getrefcount(out), sys.getrefcount(out.uop), sys.getrefcount(out.uop.buffer))
       return out
     if entry.state is not None: inputs = inputs + _implicit_buffers(entry.state)
     results = entry.graph(inputs)
-    if entry.single_output: return _result(results[0], entry.out_shapes[0])
-    if entry.computes_all: outs = [_result(b, shape) for b, shape in zip(results, entry.out_shapes)]
-    else: outs = [_result(b, shape) if j is None else _leaf_value(leaves[j])
-                  for b, shape, j in zip(results, entry.out_shapes, entry.passthrough)]
+    if entry.single_output: return _result(results[0], entry.out_shapes[0], entry.out_committed[0])
+    made = zip(results, entry.out_shapes, entry.out_committed)
+    if entry.computes_all: outs = [_result(*out) for out in made]
+    else: outs = [_result(*out) if j is None else _leaf_value(leaves[j]) for out, j in zip(made, entry.passthrough)]
     if entry.state is not None:
       _write_back(entry.state, outs, leaves)
       outs = outs[:entry.state.n_outputs]
@@ -284,7 +286,7 @@ class JitFunction:
       if (value := _weak_value(x)) is not None: holders.append(_traced_scalar(i, value, made))
       else:
         a = _leaf_value(x)
-        holders.append(Array(placeholder(a.shape, a.dtype, a.uop.device)))
+        holders.append(Array(placeholder(a.shape, a.dtype, a.uop.device, a.uop.committed)))
     # explicit Tensor arguments are passed as themselves; their reads give the placeholder (tensor state)
     traced_args, traced_kwargs = unflatten(in_tree, [x if isinstance(x, Tensor) else h for x, h in zip(leaves, holders)])
     it = iter(traced_args)
@@ -385,11 +387,11 @@ class JitFunction:
 _new_object = object.__new__
 
 
-def _result(buffer: Any, shape: tuple[int, ...]) -> Array:
+def _result(buffer: Any, shape: tuple[int, ...], committed: bool) -> Array:
   """Array(buffer_uop(buffer, shape)) without the constructor's call (a BUFFER node has no source line to
   find): every result of every jit call is one."""
   x = _new_object(Array)
-  x.uop = buffer_uop(buffer, shape)
+  x.uop = buffer_uop(buffer, shape, committed)
   return x
 
 

@@ -39,8 +39,12 @@ def user_frame() -> str:
   return f"{frame.f_code.co_filename}:{frame.f_lineno}: {code}"
 
 
-def placeholder(shape: tuple[int, ...], dtype: Any, device: Optional[str]) -> UOp:
-  return UOp(Ops.PLACEHOLDER, dtype, (), (unique_id(), tuple(shape), device))
+def placeholder(shape: tuple[int, ...], dtype: Any, device: Optional[str], committed: bool = True) -> UOp:
+  """A stand-in for a value of `shape` and `dtype` on `device`, committed to it (UOp.committed) unless the
+  array it stands for is not: then an operand committed elsewhere takes its place's computation there."""
+  holder = UOp(Ops.PLACEHOLDER, dtype, (), (unique_id(), tuple(shape), device))
+  if not committed: holder.__dict__["committed"] = False
+  return holder
 
 
 @contextlib.contextmanager
@@ -91,7 +95,7 @@ def trace_inputs(leaves: Sequence[Any]) -> list[Array]:
   out = []
   for leaf in leaves:
     arr = leaf if isinstance(leaf, Array) else tgfn.numpy.asarray(leaf)
-    out.append(Array(placeholder(arr.shape, arr.dtype, arr.uop.device)))
+    out.append(Array(placeholder(arr.shape, arr.dtype, arr.uop.device, arr.uop.committed)))
   return out
 
 

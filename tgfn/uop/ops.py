@@ -266,9 +266,23 @@ class UOp:
 
   @_computed_once
   def device(self) -> Optional[str]:
+    """Where the value lives. A node whose sources live on different devices lives where its committed
+    source does (see `committed`): the others are copied there when it is scheduled."""
     if self.op in (Ops.BUFFER, Ops.PLACEHOLDER): return self.arg[1 if self.op is Ops.BUFFER else 2]
     if self.op is Ops.COPY: return self.arg
-    return next((d for s in self.src if (d := s.device) is not None), None)
+    return device_of_sources(self.src)
+
+  @_computed_once
+  def committed(self) -> bool:
+    """Whether the value is pinned to its device, as in JAX: placed there by name (`device_put`, a
+    `device=` keyword), or computed from a pinned value. An uncommitted value (an array made without
+    naming a device, a constant) goes to the device of the committed values it meets."""
+    # (engine/realize.py's buffer_uop pins a buffer; transforms/trace.py's placeholder unpins a stand-in)
+    if self.op is Ops.BUFFER: return False
+    if self.op in (Ops.COPY, Ops.PLACEHOLDER): return True
+    for s in self.src:  # (a loop, not any(): every new node pays this)
+      if s.committed: return True
+    return False
 
   # ---- integer bounds, for index simplification (kernel level)
   @_computed_once
@@ -278,6 +292,30 @@ class UOp:
   def vmin(self) -> Any: return self.vmin_vmax[0]
   @property
   def vmax(self) -> Any: return self.vmin_vmax[1]
+
+
+class DeviceConflictError(ValueError):
+  """One operation reads values committed to two different devices."""
+
+
+def device_of_sources(src: tuple[UOp, ...]) -> Optional[str]:
+  """The device of a node computed from `src`: theirs when they agree (sources without a device, constants,
+  go anywhere), else the one device the committed sources share."""
+  found = None
+  for s in src:
+    if (d := s.device) is None or d == found: continue
+    if found is not None: return _committed_device(src)
+    found = d
+  return found
+
+
+def _committed_device(src: tuple[UOp, ...]) -> str:
+  committed = sorted({d for s in src if (d := s.device) is not None and s.committed})
+  if len(committed) > 1:
+    raise DeviceConflictError(f"one operation reads arrays committed to different devices {committed}; "
+                              f"move them to one with tgfn.device_put(x, device)")
+  # none committed (values made under different default devices): the first source's device
+  return committed[0] if committed else next(d for s in src if (d := s.device) is not None)
 
 
 def _shape(u: UOp) -> tuple[int, ...]:
