@@ -73,6 +73,9 @@ class Array:
     if isinstance(data, Array):  # (a traced Python scalar converts as the scalar itself would)
       out = as_array(data, None if dtype is None else to_dtype(dtype))
       return out if device is None else device_put(out, device)
+    if holds_arrays(data):  # built inside the graph, so a traced element keeps its gradient and batch axis
+      out = _from_nested(data, dtype)
+      return out if device is None else device_put(out, device)
     dt = to_dtype(dtype) if dtype is not None else _host_dtype_for(data)
     host = np.asarray(data)
     if host.dtype == object: raise TypeError(f"cannot make an array from {data!r}: ragged or non-numeric data")
@@ -514,6 +517,50 @@ def _complex_scalar(value: complex, dtype: DType) -> Array:
   value is a real argument cast to complex, a complex one a constant."""
   if isinstance(value, complex) and (value.imag != 0 or math.copysign(1.0, value.imag) < 0): return Array.const(value, dtype)
   return Array(UOp.param(real_dtype(dtype), value.real if isinstance(value, complex) else value)).astype(dtype)
+
+
+def holds_arrays(data: Any) -> bool:
+  """True when `data` is a list or tuple with an Array somewhere inside (looked up by element type, so a
+  long list of numbers costs little next to converting it)."""
+  if not isinstance(data, (list, tuple)): return False
+  kinds = set(map(type, data))
+  if any(issubclass(k, Array) for k in kinds): return True
+  return any(issubclass(k, (list, tuple)) for k in kinds) and any(holds_arrays(v) for v in data)
+
+
+def _from_nested(data: Any, dtype: Optional[Any]) -> Array:
+  """The array of nested lists/tuples that hold Arrays (traced or not) among numbers and NumPy data, built
+  in the graph as jnp.array does: every leaf cast to `dtype` (default: the leaves' JAX-promoted dtype,
+  Python and NumPy scalars weak), then stacked level by level."""
+  leaves = _nested_leaves(data, "data", [])
+  if dtype is not None: common = to_dtype(dtype)
+  else: common = result_type(*[_promotion_type(s if (s := _weak_scalar(v)) is not None else v) for v in leaves])
+  return _stack_nested(data, common)
+
+
+def _nested_leaves(data: Any, where: str, leaves: list) -> list:
+  """The leaves of `data` in order, after checking that every level nests evenly (a rectangular shape)."""
+  if not isinstance(data, (list, tuple)):
+    leaves.append(data)
+    return leaves
+  shapes = [_nested_shape(v) for v in data]
+  if (bad := next((i for i, s in enumerate(shapes) if s != shapes[0]), None)) is not None:
+    raise ValueError(f"cannot make an array from nested sequences of uneven shape: {where}[0] has shape "
+                     f"{shapes[0]} but {where}[{bad}] has shape {shapes[bad]}{at_user_line()}")
+  for i, v in enumerate(data): _nested_leaves(v, f"{where}[{i}]", leaves)
+  return leaves
+
+
+def _nested_shape(data: Any) -> tuple[int, ...]:
+  if isinstance(data, Array): return data.shape
+  if isinstance(data, (list, tuple)): return (len(data),) + (_nested_shape(data[0]) if data else ())
+  return np.shape(data)
+
+
+def _stack_nested(data: Any, dtype: DType) -> Array:
+  if not isinstance(data, (list, tuple)): return as_array(data, dtype)
+  if not data: return Array.const(0, dtype, (0,))
+  return _np().stack([_stack_nested(v, dtype) for v in data])
 
 
 def _array_dtype(x: Any) -> DType:
