@@ -297,7 +297,7 @@ class Array:
     axes = tuple(sorted(a for a in axes if self.shape[a] > 1))
     return self._movement(Ops.FLIP, axes) if axes else self
 
-  # ---- operators (the math lives in tgfn.numpy)
+  # ---- operators (the math lives in tgfn.numpy; a list or tuple operand is refused: _refuse_sequences)
   def __add__(self, o: Any) -> Array: return _np().add(self, o)
   def __radd__(self, o: Any) -> Array: return _np().add(o, self)
   def __sub__(self, o: Any) -> Array: return _np().subtract(self, o)
@@ -378,6 +378,32 @@ class Array:
   def real(self) -> Array: return _np().real(self)
   @property
   def imag(self) -> Array: return _np().imag(self)
+
+
+# A list or tuple next to an Array in an operator is a TypeError, as in JAX: it is most often a pytree
+# of separate values (grad's list argument, a tuple of parameters) used as if it were an array, and
+# `tnp.asarray(...)` says it when an array is meant.
+_OPERATOR_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+                     "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
+_COMPARISON_SYMBOLS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _refuse_sequences(method: Any, symbol: str, reflected: bool) -> Any:
+  def operator(self: Array, o: Any) -> Array:
+    if isinstance(o, (list, tuple)):
+      left, right = (type(o).__name__, "Array") if reflected else ("Array", type(o).__name__)
+      raise TypeError(f"unsupported operand type(s) for {symbol}: '{left}' and '{right}'; make the "
+                      f"{type(o).__name__} an array first with tnp.asarray(...){at_user_line()}")
+    return method(self, o)
+  operator.__name__, operator.__qualname__ = method.__name__, method.__qualname__
+  return operator
+
+
+for _name, _symbol in _OPERATOR_SYMBOLS.items():
+  for _dunder, _reflected in ((f"__{_name}__", False), (f"__r{_name}__", True)):
+    setattr(Array, _dunder, _refuse_sequences(getattr(Array, _dunder), _symbol, _reflected))
+for _name, _symbol in _COMPARISON_SYMBOLS.items():
+  setattr(Array, f"__{_name}__", _refuse_sequences(getattr(Array, f"__{_name}__"), _symbol, False))
 
 
 def _np() -> Any:

@@ -1,5 +1,8 @@
 """Python lists and tuples meeting transforms: arrays built from traced values (`tnp.array([v, -k * x])`, an
-ODE's right-hand side) stay in the trace under every transform."""
+ODE's right-hand side) stay in the trace under every transform, and a list where an array belongs is a
+TypeError, never a value read off the trace (which would give a zero gradient)."""
+import operator
+import re
 
 import numpy as np
 import pytest
@@ -88,3 +91,36 @@ def test_grad_of_a_list_argument_is_a_list_of_gradients() -> None:
   assert all(float(g) != 0 for g in got)
   out, tangent = tgfn.jvp(lambda w: tnp.asarray(w).prod(), ([1.0, 2.0, 3.0],), ([1.0, 0.0, 0.0],))
   assert (float(out), float(tangent)) == (6.0, 6.0)
+
+
+BINARY = [("+", operator.add), ("-", operator.sub), ("*", operator.mul), ("/", operator.truediv),
+          ("//", operator.floordiv), ("%", operator.mod), ("**", operator.pow), ("@", operator.matmul),
+          ("&", operator.and_), ("|", operator.or_), ("^", operator.xor), ("<<", operator.lshift),
+          (">>", operator.rshift), ("<", operator.lt), ("<=", operator.le), (">", operator.gt),
+          (">=", operator.ge), ("==", operator.eq), ("!=", operator.ne)]
+REFLECTED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}  # Python swaps comparisons
+
+
+@pytest.mark.parametrize("symbol, op", BINARY, ids=[b[0] for b in BINARY])
+@pytest.mark.parametrize("sequence", [list, tuple])
+def test_an_operator_with_a_list_or_tuple_is_a_type_error(symbol, op, sequence) -> None:
+  x = tnp.arange(3) if symbol in ("&", "|", "^", "<<", ">>") else tnp.arange(3.0)
+  seq = sequence([1, 2, 3])
+  kind = sequence.__name__
+  with pytest.raises(TypeError, match=rf"(?s)for {re.escape(symbol)}: 'Array' and '{kind}'.*tnp\.asarray.*test_traced_sequences"):
+    op(x, seq)
+  # in the other order Python asks the Array's reflected method, or the swapped comparison
+  left_right = f"'{kind}' and 'Array'" if symbol not in REFLECTED else f"'Array' and '{kind}'"
+  with pytest.raises(TypeError, match=rf"for {re.escape(REFLECTED.get(symbol, symbol))}: {left_right}"):
+    op(seq, x)
+
+
+def test_a_list_where_an_array_belongs_inside_grad_is_a_type_error() -> None:
+  x = tnp.arange(3.0)
+  with pytest.raises(TypeError, match=r"for \*: 'Array' and 'list'.*\n.*test_traced_sequences.py:\d+: .*x \* w"):
+    tgfn.grad(lambda w: tnp.sum((x * w) ** 2))([1.0, 2.0, 3.0])
+  # the conversion spelled out works, and gives the gradient; NumPy functions still take concrete lists
+  grads = tgfn.grad(lambda w: tnp.sum((x * tnp.asarray(w)) ** 2))([1.0, 2.0, 3.0])
+  assert [float(g) for g in grads] == [0.0, 4.0, 24.0]
+  assert tnp.multiply(x, [1.0, 2.0, 3.0]).tolist() == [0.0, 2.0, 6.0]
+  assert float(tnp.sum([1.0, 2.0])) == 3.0 and float(tnp.dot([1.0, 2.0], [3.0, 4.0])) == 11.0
