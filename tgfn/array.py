@@ -558,10 +558,13 @@ def _from_nested(data: Any, dtype: Optional[Any]) -> Array:
   """The array of nested lists/tuples that hold Arrays (traced or not) among numbers and NumPy data, built
   in the graph as jnp.array does: every leaf cast to `dtype` (default: the leaves' JAX-promoted dtype,
   Python and NumPy scalars weak), then stacked level by level."""
+  promoted = _nested_dtype(data)  # (also checks that every level nests evenly)
+  return _stack_nested(data, promoted if dtype is None else to_dtype(dtype))
+
+
+def _nested_dtype(data: Any) -> DType:
   leaves = _nested_leaves(data, "data", [])
-  if dtype is not None: common = to_dtype(dtype)
-  else: common = result_type(*[_promotion_type(s if (s := _weak_scalar(v)) is not None else v) for v in leaves])
-  return _stack_nested(data, common)
+  return result_type(*[_promotion_type(s if (s := _weak_scalar(v)) is not None else v) for v in leaves])
 
 
 def _nested_leaves(data: Any, where: str, leaves: list) -> list:
@@ -569,7 +572,7 @@ def _nested_leaves(data: Any, where: str, leaves: list) -> list:
   if not isinstance(data, (list, tuple)):
     leaves.append(data)
     return leaves
-  shapes = [_nested_shape(v) for v in data]
+  shapes = [data_shape(v) for v in data]
   if (bad := next((i for i, s in enumerate(shapes) if s != shapes[0]), None)) is not None:
     raise ValueError(f"cannot make an array from nested sequences of uneven shape: {where}[0] has shape "
                      f"{shapes[0]} but {where}[{bad}] has shape {shapes[bad]}{at_user_line()}")
@@ -577,9 +580,11 @@ def _nested_leaves(data: Any, where: str, leaves: list) -> list:
   return leaves
 
 
-def _nested_shape(data: Any) -> tuple[int, ...]:
+def data_shape(data: Any) -> tuple[int, ...]:
+  """The shape `data` (an Array, or array data that may hold Arrays) has as an array, read without
+  computing anything (np.shape would read a traced element's value)."""
   if isinstance(data, Array): return data.shape
-  if isinstance(data, (list, tuple)): return (len(data),) + (_nested_shape(data[0]) if data else ())
+  if isinstance(data, (list, tuple)): return (len(data),) + (data_shape(data[0]) if data else ())
   return np.shape(data)
 
 
@@ -591,7 +596,7 @@ def _stack_nested(data: Any, dtype: DType) -> Array:
 
 def _array_dtype(x: Any) -> DType:
   if isinstance(x, Array): return x.dtype
-  return _host_dtype_for(x)
+  return _nested_dtype(x) if holds_arrays(x) else _host_dtype_for(x)
 
 
 def device_put(x: Any, device: Optional[str] = None) -> Array:

@@ -78,6 +78,13 @@ def test_numpy_functions_take_lists_of_traced_values() -> None:
   assert float(tgfn.grad(lambda k: tnp.sum([k, 3 * k]))(1.0)) == 4.0
   assert float(tgfn.jit(lambda k: tnp.dot([k, 1.0], (2.0, k)))(3.0)) == 9.0
   assert float(tgfn.grad(lambda k: tnp.stack([k, k * k]).sum())(3.0)) == 7.0
+  mask = tnp.array([True, False])
+  assert tgfn.jit(lambda k: tnp.where(mask, [k, 1.0], 0.0))(3.0).tolist() == [3.0, 0.0]
+  assert tgfn.jit(lambda k: tnp.maximum([k, -k], 0.0))(3.0).tolist() == [3.0, 0.0]
+  assert float(tgfn.grad(lambda k: tnp.full((2, 2), [k, 2 * k]).sum())(3.0)) == 6.0
+  x = tnp.arange(5.0)
+  assert tgfn.jit(lambda i: x[[i, 2]])(4).tolist() == [4.0, 2.0]
+  assert tgfn.vmap(lambda i: x[[i, 0]])(tnp.arange(3)).tolist() == [[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]
 
 
 def test_grad_of_a_list_argument_is_a_list_of_gradients() -> None:

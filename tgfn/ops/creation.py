@@ -67,7 +67,7 @@ def _check_python_ints_fit(data: Any, dt: DType) -> None:
 
 @_on_device
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
-  if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray):
+  if isinstance(fill_value, (Array, np.ndarray, list, tuple)):
     return as_array(fill_value, to_dtype(dtype) if dtype is not None else None)._broadcast_to(_shape(shape))
   dt = to_dtype(dtype) if dtype is not None else result_type(fill_value)
   return Array.const(fill_value, dt, _shape(shape))
