@@ -61,7 +61,8 @@ def test_the_issue_examples() -> None:
   step = tgfn.jit(lambda y, k: y + 0.1 * ode_rhs(y, k))
   assert_close(step(tnp.array([1.0, 0.0]), 4.0), np.float32([1.0, -0.4]))
   assert_close(tgfn.grad(lambda k: step(tnp.array([1.0, 0.5]), k)[1])(4.0), np.float32(-0.1))
-  assert_close(tgfn.vmap(lambda k: tnp.array([k, 2 * k]))(tnp.arange(3.0)), np.float32([[0, 0], [1, 2], [2, 4]]))
+  batched = tgfn.vmap(lambda k: tnp.array([k, 2 * k]))(tnp.arange(3.0))
+  assert_close(batched, np.float32([[0, 0], [1, 2], [2, 4]]))
 
 
 def test_dtype_is_applied_to_traced_elements() -> None:
@@ -114,7 +115,8 @@ def test_an_operator_with_a_list_or_tuple_is_a_type_error(symbol, op, sequence) 
   x = tnp.arange(3) if symbol in ("&", "|", "^", "<<", ">>") else tnp.arange(3.0)
   seq = sequence([1, 2, 3])
   kind = sequence.__name__
-  with pytest.raises(TypeError, match=rf"(?s)for {re.escape(symbol)}: 'Array' and '{kind}'.*tnp\.asarray.*test_traced_sequences"):
+  message = rf"(?s)for {re.escape(symbol)}: 'Array' and '{kind}'.*tnp\.asarray.*test_traced_sequences"
+  with pytest.raises(TypeError, match=message):
     op(x, seq)
   # in the other order Python asks the Array's reflected method, or the swapped comparison
   left_right = f"'{kind}' and 'Array'" if symbol not in REFLECTED else f"'Array' and '{kind}'"
