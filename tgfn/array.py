@@ -78,6 +78,9 @@ class Array:
     if isinstance(data, Array):  # (a traced Python scalar converts as the scalar itself would)
       out = as_array(data, None if dtype is None else to_dtype(dtype))
       return out if device is None else device_put(out, device)
+    if holds_arrays(data):  # built inside the graph, so a traced element keeps its gradient and batch axis
+      out = _from_nested(data, dtype)
+      return out if device is None else device_put(out, device)
     dt = to_dtype(dtype) if dtype is not None else _host_dtype_for(data)
     host = np.asarray(data)
     if host.dtype == object: raise TypeError(f"cannot make an array from {data!r}: ragged or non-numeric data")
@@ -299,7 +302,7 @@ class Array:
     axes = tuple(sorted(a for a in axes if self.shape[a] > 1))
     return self._movement(Ops.FLIP, axes) if axes else self
 
-  # ---- operators (the math lives in tgfn.numpy)
+  # ---- operators (the math lives in tgfn.numpy; a list or tuple operand is refused: _refuse_sequences)
   def __add__(self, o: Any) -> Array: return _np().add(self, o)
   def __radd__(self, o: Any) -> Array: return _np().add(o, self)
   def __sub__(self, o: Any) -> Array: return _np().subtract(self, o)
@@ -380,6 +383,32 @@ class Array:
   def real(self) -> Array: return _np().real(self)
   @property
   def imag(self) -> Array: return _np().imag(self)
+
+
+# A list or tuple next to an Array in an operator is a TypeError, as in JAX: it is most often a pytree
+# of separate values (grad's list argument, a tuple of parameters) used as if it were an array, and
+# `tnp.asarray(...)` says it when an array is meant.
+_OPERATOR_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+                     "pow": "**", "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
+_COMPARISON_SYMBOLS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _refuse_sequences(method: Any, symbol: str, reflected: bool) -> Any:
+  def operator(self: Array, o: Any) -> Array:
+    if isinstance(o, (list, tuple)):
+      left, right = (type(o).__name__, "Array") if reflected else ("Array", type(o).__name__)
+      raise TypeError(f"unsupported operand type(s) for {symbol}: '{left}' and '{right}'; make the "
+                      f"{type(o).__name__} an array first with tnp.asarray(...){at_user_line()}")
+    return method(self, o)
+  operator.__name__, operator.__qualname__ = method.__name__, method.__qualname__
+  return operator
+
+
+for _name, _symbol in _OPERATOR_SYMBOLS.items():
+  for _dunder, _reflected in ((f"__{_name}__", False), (f"__r{_name}__", True)):
+    setattr(Array, _dunder, _refuse_sequences(getattr(Array, _dunder), _symbol, _reflected))
+for _name, _symbol in _COMPARISON_SYMBOLS.items():
+  setattr(Array, f"__{_name}__", _refuse_sequences(getattr(Array, f"__{_name}__"), _symbol, False))
 
 
 def _np() -> Any:
@@ -527,9 +556,58 @@ def check_devices(arrays: Sequence[Array]) -> None:
     raise DeviceConflictError(f"{e}{at_user_line()}") from None
 
 
+def holds_arrays(data: Any) -> bool:
+  """True when `data` is a list or tuple with an Array somewhere inside (looked up by element type, so a
+  long list of numbers costs little next to converting it)."""
+  if not isinstance(data, (list, tuple)): return False
+  kinds = set(map(type, data))
+  if any(issubclass(k, Array) for k in kinds): return True
+  return any(issubclass(k, (list, tuple)) for k in kinds) and any(holds_arrays(v) for v in data)
+
+
+def _from_nested(data: Any, dtype: Optional[Any]) -> Array:
+  """The array of nested lists/tuples that hold Arrays (traced or not) among numbers and NumPy data, built
+  in the graph as jnp.array does: every leaf cast to `dtype` (default: the leaves' JAX-promoted dtype,
+  Python and NumPy scalars weak), then stacked level by level."""
+  promoted = _nested_dtype(data)  # (also checks that every level nests evenly)
+  return _stack_nested(data, promoted if dtype is None else to_dtype(dtype))
+
+
+def _nested_dtype(data: Any) -> DType:
+  leaves = _nested_leaves(data, "data", [])
+  return result_type(*[_promotion_type(s if (s := _weak_scalar(v)) is not None else v) for v in leaves])
+
+
+def _nested_leaves(data: Any, where: str, leaves: list) -> list:
+  """The leaves of `data` in order, after checking that every level nests evenly (a rectangular shape)."""
+  if not isinstance(data, (list, tuple)):
+    leaves.append(data)
+    return leaves
+  shapes = [data_shape(v) for v in data]
+  if (bad := next((i for i, s in enumerate(shapes) if s != shapes[0]), None)) is not None:
+    raise ValueError(f"cannot make an array from nested sequences of uneven shape: {where}[0] has shape "
+                     f"{shapes[0]} but {where}[{bad}] has shape {shapes[bad]}{at_user_line()}")
+  for i, v in enumerate(data): _nested_leaves(v, f"{where}[{i}]", leaves)
+  return leaves
+
+
+def data_shape(data: Any) -> tuple[int, ...]:
+  """The shape `data` (an Array, or array data that may hold Arrays) has as an array, read without
+  computing anything (np.shape would read a traced element's value)."""
+  if isinstance(data, Array): return data.shape
+  if isinstance(data, (list, tuple)): return (len(data),) + (data_shape(data[0]) if data else ())
+  return np.shape(data)
+
+
+def _stack_nested(data: Any, dtype: DType) -> Array:
+  if not isinstance(data, (list, tuple)): return as_array(data, dtype)
+  if not data: return Array.const(0, dtype, (0,))
+  return _np().stack([_stack_nested(v, dtype) for v in data])
+
+
 def _array_dtype(x: Any) -> DType:
   if isinstance(x, Array): return x.dtype
-  return _host_dtype_for(x)
+  return _nested_dtype(x) if holds_arrays(x) else _host_dtype_for(x)
 
 
 def device_put(x: Any, device: Optional[str] = None) -> Array:

@@ -50,6 +50,35 @@ def test_bfloat16_data(device: str) -> None:
   assert_close(x.astype(tnp.float32), want, rtol=0, atol=0)
 
 
+# Lists and tuples holding Arrays are built in the graph and promoted as jnp.array promotes them (dtypes
+# from JAX 0.10), Python scalars weak. NumPy scalars are weak too, as in tgfn's operators (JAX: float32).
+@pytest.mark.parametrize("data, dtype", [
+  (lambda: [tnp.ones((), tnp.float16), 1.0], dtypes.float16),
+  (lambda: [tnp.ones((), tnp.int8), 3], dtypes.int8),
+  (lambda: [True, tnp.ones((), tnp.int8)], dtypes.int8),
+  (lambda: [tnp.ones((), tnp.bfloat16), 1], dtypes.bfloat16),
+  (lambda: [tnp.ones(2, tnp.int8), np.array([2, 3], np.int16)], dtypes.int16),
+  (lambda: [[tnp.ones((), tnp.int8), 2], (3, np.int8(4))], dtypes.int8),
+  (lambda: (tnp.ones((), tnp.float16), np.float32(2.5)), dtypes.float16),
+], ids=["f16,1.0", "i8,3", "True,i8", "bf16,1", "i8[2],np.int16[2]", "nested-i8", "f16,np.float32"])
+def test_array_of_arrays_promotes_as_jax(device: str, data, dtype: DType) -> None:
+  data = data()
+  x = tnp.array(data)
+  assert x.dtype == dtype and x.device == device
+  want = np.array([[float(v) for v in np.ravel(np.asarray(item, np.float64))] for item in data])
+  assert_close(x.astype(tnp.float32), want.reshape(x.shape).astype(np.float32))
+
+
+def test_array_of_arrays_checks_shapes_and_ranges() -> None:
+  with pytest.raises(ValueError, match=r"(?s)uneven shape: data\[0\] has shape \(2,\) but data\[1\] has shape "
+                                       r"\(3,\).*test_creation.py:\d+"):
+    tnp.array([tnp.ones(2), [1.0, 2.0, 3.0]])
+  with pytest.raises(ValueError, match=r"data\[1\]\[0\] has shape \(\) but data\[1\]\[1\] has shape \(1,\)"):
+    tnp.array([(1.0, 2.0), [tnp.ones(()), [3.0]]])
+  with pytest.raises(OverflowError, match="Python int -1 does not fit in uint8"):
+    tnp.array([tnp.ones((), tnp.uint8), -1])
+
+
 @pytest.mark.parametrize("fn, fill", [(tnp.zeros, 0), (tnp.ones, 1), (tnp.empty, 0)])
 def test_filled(device: str, fn, fill) -> None:
   assert_close(fn((2, 3)), np.full((2, 3), fill, np.float32))  # float32 by default

@@ -9,7 +9,7 @@ import inspect
 
 import numpy as np
 
-from tgfn.array import Array, as_array, device_put
+from tgfn.array import Array, as_array, device_put, holds_arrays
 from tgfn.dtype import DType, dtypes, result_type, to_dtype
 from tgfn.viz.locations import at_user_line
 
@@ -41,7 +41,8 @@ def _shape(shape: Any) -> tuple[int, ...]:
 @_on_device
 def array(data: Any, dtype: Any = None, copy: Optional[bool] = True) -> Array:
   """An Array from Python or NumPy data: float lists are float32 and int lists int32 (int64 if a value
-  needs it), NumPy arrays keep their dtype. With an integer `dtype`, Python ints must fit it. `copy` is
+  needs it), NumPy arrays keep their dtype. Lists and tuples holding Arrays (traced ones too) are stacked
+  in the graph, their dtype promoted as in JAX. With an integer `dtype`, Python ints must fit it. `copy` is
   accepted for the array API: arrays are immutable, so a copy and the original cannot be told apart."""
   if dtype is not None: _check_python_ints_fit(data, to_dtype(dtype))
   return Array.from_data(data, dtype)
@@ -54,8 +55,9 @@ def asarray(data: Any, dtype: Any = None, copy: Optional[bool] = None) -> Array:
 
 
 def _check_python_ints_fit(data: Any, dt: DType) -> None:
-  """Python ints out of `dt`'s range are an error (as in NumPy 2 and JAX), never silently wrapped."""
-  if not dt.is_int or isinstance(data, (Array, np.ndarray, np.generic)): return
+  """Python ints out of `dt`'s range are an error (as in NumPy 2 and JAX), never silently wrapped. (Data
+  holding Arrays is built in the graph, where each scalar gets this check as it is cast.)"""
+  if not dt.is_int or isinstance(data, (Array, np.ndarray, np.generic)) or holds_arrays(data): return
   host = np.asarray(data)
   if host.dtype.kind not in "iu" or not host.size: return
   bad = next((int(v) for v in (host.min(), host.max()) if not dt.min <= int(v) <= dt.max), None)
@@ -65,7 +67,7 @@ def _check_python_ints_fit(data: Any, dt: DType) -> None:
 
 @_on_device
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
-  if isinstance(fill_value, Array) or isinstance(fill_value, np.ndarray):
+  if isinstance(fill_value, (Array, np.ndarray, list, tuple)):
     return as_array(fill_value, to_dtype(dtype) if dtype is not None else None)._broadcast_to(_shape(shape))
   dt = to_dtype(dtype) if dtype is not None else result_type(fill_value)
   return Array.const(fill_value, dt, _shape(shape))

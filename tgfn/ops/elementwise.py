@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tgfn.array import Array, as_array, broadcast_shapes, device_put, promote
+from tgfn.array import Array, as_array, broadcast_shapes, data_shape, device_put, promote
 from tgfn.dtype import FLOAT_LAYOUT, dtypes, float_dtype, result_type
 from tgfn.uop.ops import Ops, UOp
 from tgfn.viz.locations import at_user_line
@@ -320,7 +320,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     return nonzero(condition)  # type: ignore[return-value]
   if x is None or y is None: raise ValueError("where: give both x and y, or neither")
   cond = as_array(condition).astype(dtypes.bool)
-  shape = broadcast_shapes(cond.shape, np.shape(x), np.shape(y))  # before promote, to name the input shapes
+  shape = broadcast_shapes(cond.shape, data_shape(x), data_shape(y))  # before promote, to name the input shapes
   x, y = promote(x, y)
   return cond._broadcast_to(shape)._alu(Ops.WHERE, x._broadcast_to(shape), y._broadcast_to(shape))
 

@@ -50,7 +50,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tgfn.array import Array, as_array, broadcast_shapes
+from tgfn.array import Array, as_array, broadcast_shapes, holds_arrays
 from tgfn.dtype import DType, dtypes
 from tgfn.ops import elementwise as el
 from tgfn.ops import reduction as red
@@ -114,6 +114,7 @@ def _classify(item: Any) -> tuple[str, Any]:
     if not item.dtype.is_int:
       raise IndexError(f"arrays used as indices must be of integer or boolean type, got {item.dtype.name}{at_user_line()}")
     return "array", item
+  if holds_arrays(item): return _classify(as_array(item))  # built in the graph: traced elements stay traced
   if isinstance(item, (np.ndarray, list, tuple, range)):
     host = np.asarray(item)
     if host.size == 0 and host.dtype.kind == "f": host = host.astype(np.int32)  # `[]` means no indices
