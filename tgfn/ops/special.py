@@ -29,7 +29,7 @@ from tgfn.ops.axes import normalize_axes
 from tgfn.ops.elementwise import abs as _abs, clip, exp, floor, isinf, isnan, log, log1p, sign, sin, sqrt, tan, where
 from tgfn.ops.reduction import max as _max, sum as _sum
 from tgfn.ops.shape import squeeze
-from tgfn.transforms.custom import custom_jvp
+from tgfn.transforms.custom import custom_jvp, derivatives
 from tgfn.uop.ops import Ops
 
 __all__ = ["erf", "erfc", "erfinv", "erfcinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "gammaln",
@@ -367,12 +367,15 @@ def expit(x: Any) -> Array:
   return where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
+@derivatives(lambda out, p: 1.0 / (p * (1.0 - p)))
 def logit(p: Any) -> Array:
   """log(p / (1 - p))."""
   p = _float_in(p)
   return (log(p) - log1p(-p)).astype(p.dtype)
 
 
+# d/dx is log(y) also at x = 0 (the where below would make it 0), d/dy is x / y
+@derivatives(lambda out, x, y: log(y), lambda out, x, y: x / as_array(y))
 def xlogy(x: Any, y: Any) -> Array:
   """x * log(y), 0 where x == 0 (even if y is 0)."""
   x, y = _float_in(x), _float_in(y)
@@ -380,6 +383,7 @@ def xlogy(x: Any, y: Any) -> Array:
   return where(x == 0, 0.0, x * log(safe_y)).astype((x * y).dtype)
 
 
+@derivatives(lambda out, x, y: log1p(y), lambda out, x, y: x / (1.0 + as_array(y)))
 def xlog1py(x: Any, y: Any) -> Array:
   """x * log1p(y), 0 where x == 0 (even if y is -1)."""
   x, y = _float_in(x), _float_in(y)

@@ -24,6 +24,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
+
 from tgfn.array import Array, as_array
 from tgfn.transforms.subgraph import captures, concrete_where_possible, holders_for
 from tgfn.transforms.trace import flatten_outputs
@@ -212,6 +214,10 @@ class custom_jvp:
     if any(n >= len(args) for n in self.nondiff_argnums):
       raise ValueError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range for {len(args)} arguments")
     if self._in_rule: return self.fun(*args)
+    return _call(*self._trace(args))
+
+  def _trace(self, args: tuple) -> tuple[Callable, list[Array], list[UOp], Any]:
+    """(spec factory, inputs, captured values, output tree) of one call: the function and its rule traced."""
     name = self.fun.__name__
     nondiff = [a for i, a in enumerate(args) if i in self.nondiff_argnums]
     inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
@@ -239,8 +245,71 @@ class custom_jvp:
     captured = captures((holders, out_uops), (holders + tangent_holders, t_outs))
     spec = lambda cap: CustomJVP(close(holders + cap, out_uops), close(holders + cap + tangent_holders, t_outs),
                                  len(inputs), name)
-    return _call(spec, inputs, captured, out_tree)
+    return spec, inputs, captured, out_tree
 
 
 def _zeros_like_tree(tree: Any) -> Any:
   return tree_map(lambda x: Array.const(0, as_array(x).dtype, as_array(x).shape), tree)
+
+
+class _custom_jvp_kept(custom_jvp):
+  """Internal: a custom_jvp whose traced spec is kept per argument structure, shapes, dtypes, devices and
+  non-differentiable values (scalars), as custom_vjp_primal_jvp's, so that eager code does not trace the
+  function and its rule at every call. Only for functions whose traces depend on nothing else."""
+
+  def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
+    super().__init__(fun, nondiff_argnums)
+    self._specs: dict[Any, tuple[CustomJVP, Any]] = {}
+
+  def __call__(self, *args: Any) -> Any:
+    if self._in_rule: return self.fun(*args)
+    nondiff = tuple((type(a), repr(a)) for i, a in enumerate(args) if i in self.nondiff_argnums)  # repr: -0.0 != 0.0
+    inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
+    key = (nondiff, in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
+    if key not in self._specs:
+      spec_factory, _, captured, out_tree = self._trace(args)
+      if captured: return _call(spec_factory, inputs, captured, out_tree)
+      if len(self._specs) >= 64: self._specs.clear()
+      self._specs[key] = (spec_factory([]), out_tree)
+    spec, out_tree = self._specs[key]
+    return unflatten(out_tree, [Array(u) for u in call_outputs(spec, _uops(inputs))])
+
+
+def derivatives(*partials: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Internal: give an elementwise function the derivative of its math instead of its decomposition's
+  (a `where`, `abs` or `maximum` inside a formula has the wrong derivative at its switch points, or a NaN
+  from a branch it does not take). `partials[i](out, *args)` is the partial derivative with respect to
+  argument i, elementwise; the tangent is the sum of tangent_i * partial_i (a custom_jvp, so reverse mode
+  is its transpose).
+
+  Python and NumPy scalars among the arguments are constants: their partials are never formed, as with
+  JAX's symbolic zeros, so that forward mode does not multiply a zero tangent by an infinite partial
+  (e.g. d/dy of x * log(y) at y = 0 is inf, which must not turn the jvp with respect to x into NaN)."""
+  def decorate(fun: Callable[..., Any]) -> Callable[..., Any]:
+    by_constants: dict[tuple[int, ...], custom_jvp] = {}
+
+    def with_constants(constants: tuple[int, ...]) -> custom_jvp:
+      def jvp(*rule_args: Any) -> tuple[Any, Any]:
+        args = rule._merge(rule_args[:-2], rule_args[-2])
+        out = fun(*args)
+        variables = [i for i in range(len(args)) if i not in constants]
+        terms = [t * partials[i](out, *args) for i, t in zip(variables, rule_args[-1])]
+        return out, functools.reduce(lambda a, b: a + b, terms)
+      rule = _custom_jvp_kept(fun, nondiff_argnums=constants)
+      rule.defjvp(jvp)
+      return rule
+
+    @functools.wraps(fun)
+    def call(*args: Any) -> Any:
+      if len(args) != len(partials):
+        raise TypeError(f"{fun.__name__} takes {len(partials)} arguments, got {len(args)}")
+      args = tuple(a if isinstance(a, Array) or _is_scalar(a) else as_array(a) for a in args)
+      constants = tuple(i for i, a in enumerate(args) if _is_scalar(a))
+      if len(constants) == len(args): return fun(*args)
+      if constants not in by_constants: by_constants[constants] = with_constants(constants)
+      return by_constants[constants](*args)
+    return call
+  return decorate
+
+
+def _is_scalar(x: Any) -> bool: return isinstance(x, (int, float, np.generic))
