@@ -279,8 +279,9 @@ def _is_python_number(x: Any) -> bool: return isinstance(x, (int, float)) and no
 
 
 def _power_slope(out: Array, a: Array, b: Any) -> Array:
-  """d/da a^b = b a^(b - 1); 0 for b = 0 (a^0 is the constant 1: JAX's 0 * 0^-1 gives NaN at a = 0)."""
-  return where(b == 0, _const_like(out, 0.0), b * _float_power(a, b - 1))
+  """d/da a^b = b a^(b - 1); 0 at a = b = 0 (a^0 is the constant 1: JAX's 0 * 0^-1 gives NaN there). Only
+  there: elsewhere b = 0 keeps the formula, whose derivative in b (a^-1) the second order needs."""
+  return where((b == 0) & (a == 0), _const_like(out, 0.0), b * _float_power(a, b - 1))
 
 
 def _power_exponent_slope(out: Array, a: Any, b: Array) -> Array:

@@ -293,8 +293,10 @@ def derivatives(*partials: Callable[..., Any]) -> Callable[[Callable[..., Any]],
         args = rule._merge(rule_args[:-2], rule_args[-2])
         out = fun(*args)
         variables = [i for i in range(len(args)) if i not in constants]
-        terms = [t * partials[i](out, *args) for i, t in zip(variables, rule_args[-1])]
-        return out, functools.reduce(lambda a, b: a + b, terms)
+        # integer and bool arguments have no tangent, so no partial; the others' partials see them as floats
+        as_floats = [a.astype(out.dtype) if isinstance(a, Array) and not _is_float(a) else a for a in args]
+        terms = [t * partials[i](out, *as_floats) for i, t in zip(variables, rule_args[-1]) if _is_float(args[i])]
+        return out, functools.reduce(lambda a, b: a + b, terms) if terms else None
       rule = _custom_jvp_kept(fun, nondiff_argnums=constants)
       rule.defjvp(jvp)
       return rule
