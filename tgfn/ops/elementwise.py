@@ -405,6 +405,7 @@ def _scale_by_power_of_two(p: Array, n: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: out)  # the scaling by 2^n below would give a zero cotangent 0, not 0 * inf = NaN
 def exp(x: Array) -> Array:
   """exp(x) = 2^n * 2^f with n = trunc(x / ln 2) and f = (x - n ln 2) / ln 2, the product n ln 2 carried in
   two parts (Cody-Waite): a plain exp2(x / ln 2) would scale the quotient's rounding by |x| (60 ulp at
