@@ -1,7 +1,7 @@
 """The rest of jax.nn's activations, as compositions of tgfn.numpy (so grad, vmap and jit apply).
 `relu gelu silu sigmoid softmax log_softmax logsumexp one_hot` live in functional.py; every name is
 exported from `tgfn.nn`. Definitions and defaults follow jax.nn; kinks take the derivative JAX gives
-(0 at relu6's and hard_tanh's corners, the right-hand side elsewhere)."""
+(0 at relu6's and hard_tanh's corners, 1/2 for softplus at 0; tests/transforms/test_kink_grads.py)."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union
