@@ -20,7 +20,9 @@ It keeps its traced bodies per argument shapes and dtypes instead of tracing at 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -67,6 +69,23 @@ def _call(spec_factory: Callable[[list[UOp]], Any], inputs: list[Array], capture
   return unflatten(out_tree, [Array(u) for u in results])
 
 
+class _ThreadFlag:
+  """A per-thread boolean: while one thread traces a rule (inside which calls of the function are plain),
+  another thread's call of the same function still gets its rule."""
+
+  def __init__(self) -> None: self._local = threading.local()
+
+  def __bool__(self) -> bool: return getattr(self._local, "on", False)
+
+  @contextlib.contextmanager
+  def on(self) -> Any:
+    self._local.on = True
+    try:
+      yield
+    finally:
+      self._local.on = False
+
+
 @dataclass(frozen=True)
 class CustomVJPPrimalJVP(CustomVJP):
   """A CustomVJP call whose forward-mode derivative is the JVP of `fun` (`custom_vjp_primal_jvp`)."""
@@ -81,7 +100,7 @@ class custom_vjp:
     self.fun = fun
     self.fwd: Optional[Callable] = None
     self.bwd: Optional[Callable] = None
-    self._in_fwd = False  # the usual fwd calls the function itself: that inner call is plain
+    self._in_fwd = _ThreadFlag()  # the usual fwd calls the function itself: that inner call is plain
     self._spec_type: type[CustomVJP] = CustomVJP
 
   def defvjp(self, fwd: Callable[..., tuple[Any, Any]], bwd: Callable[[Any, Any], tuple]) -> None:
@@ -101,11 +120,7 @@ class custom_vjp:
     primals = unflatten(in_tree, [Array(h) for h in holders])
     with concrete_where_possible(holders, inputs):
       outs, out_tree = flatten_outputs(self.fun(*primals), name)
-      self._in_fwd = True
-      try:
-        fwd_out = self.fwd(*primals)
-      finally:
-        self._in_fwd = False
+      with self._in_fwd.on(): fwd_out = self.fwd(*primals)
       if not isinstance(fwd_out, tuple) or len(fwd_out) != 2:
         raise TypeError(f"the custom_vjp forward rule of {name} must return a pair (output, residuals), got {type(fwd_out).__name__}")
       fwd_outs, fwd_tree = flatten_outputs(fwd_out[0], name)
@@ -183,7 +198,7 @@ class custom_jvp:
       raise ValueError(f"custom_jvp nondiff_argnums must be non-negative ints, got {nondiff_argnums!r}")
     self.nondiff_argnums = tuple(nondiff_argnums)
     self.jvp: Optional[Callable] = None
-    self._in_rule = False  # a rule that calls the function itself: that inner call is plain
+    self._in_rule = _ThreadFlag()  # a rule that calls the function itself: that inner call is plain
 
   def defjvp(self, jvp: Callable[..., tuple[Any, Any]]) -> Callable:
     self.jvp = jvp
@@ -229,11 +244,7 @@ class custom_jvp:
     tangents = unflatten(in_tree, [Array(next(it)) if _is_float(x) else Array.const(0, x.dtype, x.shape) for x in inputs])
     with concrete_where_possible(holders, inputs):
       outs, out_tree = flatten_outputs(self.fun(*self._merge(nondiff, primals)), name)
-      self._in_rule = True
-      try:
-        rule_out = self.jvp(*nondiff, tuple(primals), tuple(tangents))
-      finally:
-        self._in_rule = False
+      with self._in_rule.on(): rule_out = self.jvp(*nondiff, tuple(primals), tuple(tangents))
     if not isinstance(rule_out, (tuple, list)) or len(rule_out) != 2:
       raise TypeError(f"the custom_jvp rule of {name} must return a pair (output, tangent), got {type(rule_out).__name__}")
     t_leaves, t_tree = flatten(rule_out[1], is_leaf=lambda x: x is None)
