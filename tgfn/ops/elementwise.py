@@ -413,9 +413,8 @@ def exp(x: Array) -> Array:
   (gradually) only there."""
   hi, lo = _LN2_SPLIT[x.dtype]
   bound = _EXP_CLAMP[x.dtype]
-  # only n is clamped: f then carries an x beyond the bound to exp2's inf or 0, and the derivative with it
-  clamped = (x < -bound)._alu(Ops.WHERE, _const_like(x, -bound), (x > bound)._alu(Ops.WHERE, _const_like(x, bound), x))
-  n = trunc(clamped * LOG2_E)
+  x = (x < -bound)._alu(Ops.WHERE, _const_like(x, -bound), (x > bound)._alu(Ops.WHERE, _const_like(x, bound), x))
+  n = trunc(x * LOG2_E)
   f = ((x - n * hi) - n * lo) * LOG2_E  # x - n * hi is exact (Sterbenz)
   return _scale_by_power_of_two(f._alu(Ops.EXP2), n)
 
