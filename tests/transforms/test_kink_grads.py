@@ -109,3 +109,17 @@ def test_deliberate_differences_still_differ_from_jax(case: str, whats: tuple, r
     jax_values = _decode(RECORD["cases"][case][what])
     for point, result in results:
       assert not _agrees(jax_values[_at(points, point)], np.float32(result)).any(), (case, what, point, why)
+
+
+@pytest.mark.parametrize("f, x, want", [
+  (tgfn.nn.softplus, 0.0, 0.25),                                    # sigmoid'(0): the rule's own derivative
+  (lambda x: tnp.logaddexp2(x, 0.0), 0.0, math.log(2.0) / 4),
+  (lambda x: x ** 3, 0.0, 0.0),                                     # 3 x^2 is a power again: its rule applies
+  (lambda x: x ** 3, 2.0, 12.0),
+  (lambda x: tnp.power(x, tnp.asarray(2.0)), 0.0, 2.0),
+], ids=["softplus", "logaddexp2", "cube-at-0", "cube-at-2", "power-array-exponent"])
+def test_second_derivatives_at_kinks_and_ties(f, x: float, want: float) -> None:
+  """The derivative rules are themselves differentiable where the math is: forward over reverse, and
+  reverse over reverse."""
+  assert float(tgfn.hessian(f)(x)) == pytest.approx(want, rel=1e-6)
+  assert float(tgfn.grad(tgfn.grad(f))(x)) == pytest.approx(want, rel=1e-6)

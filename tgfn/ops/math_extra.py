@@ -21,6 +21,7 @@ from tgfn.dtype import dtypes, float_dtype
 from tgfn.ops.elementwise import (LN_2, _halves_in_float32, abs, arctan, exp, exp2, isinf, isnan, log, log1p,
                                   maximum, minimum, round, sin, sqrt, where)
 from tgfn.ops.reduction import all as _all
+from tgfn.ops.special import expit
 from tgfn.transforms.custom import derivatives
 
 __all__ = ["arcsin", "arccos", "arctan2", "arcsinh", "arccosh", "arctanh", "logaddexp", "logaddexp2",
@@ -136,21 +137,21 @@ def _logaddexp(a: Array, b: Array, exp_fn: Any, scale: float) -> Array:
   return where(same, a + math.log(2.0) * scale, out)
 
 
-def _logaddexp_weight(exp_fn: Any) -> Any:
-  """d/da of log(exp(a) + exp(b)) (or its base-2 form) = exp(a - out): exactly 1/2 at a tie, 1 where a
-  alone makes the result (a = +inf too), NaN at a tie of infinities, whose limit depends on the direction
-  of approach (logaddexp(x, x) has slope 1 there; logaddexp(x, inf) slope 0 in x)."""
+def _logaddexp_weight(scale: float) -> Any:
+  """d/da of log(exp(a) + exp(b)) = sigmoid(a - b) (base 2: sigmoid((a - b) ln 2)): exactly 1/2 at a tie,
+  with its own derivative there (the second order); 1 where a = +inf alone; NaN at a tie of infinities,
+  whose limit depends on the direction of approach (logaddexp(x, x) has slope 1 there, logaddexp(x, inf)
+  slope 0 in x)."""
   def weight(out: Array, v: Any, other: Any) -> Array:
     v, other = _float_pair(v, other)
-    tie = where(isinf(v), math.nan, 0.5)
-    return where(v == other, tie, where(v == out, 1.0, exp_fn(v - out))).astype(out.dtype)
+    return expit((v - other) * scale).astype(out.dtype)
   return weight
 
 
 def _swap_operands(weight: Any) -> Any: return lambda out, a, b: weight(out, b, a)
 
 
-@derivatives(_logaddexp_weight(exp), _swap_operands(_logaddexp_weight(exp)))
+@derivatives(_logaddexp_weight(1.0), _swap_operands(_logaddexp_weight(1.0)))
 def logaddexp(a: Any, b: Any) -> Array:
   """log(exp(a) + exp(b)) without overflow."""
   a, b = _float_pair(a, b)
@@ -159,7 +160,7 @@ def logaddexp(a: Any, b: Any) -> Array:
   return _logaddexp(a, b, exp, 1.0)
 
 
-@derivatives(_logaddexp_weight(exp2), _swap_operands(_logaddexp_weight(exp2)))
+@derivatives(_logaddexp_weight(LN_2), _swap_operands(_logaddexp_weight(LN_2)))
 def logaddexp2(a: Any, b: Any) -> Array:
   """log2(2**a + 2**b) without overflow."""
   a, b = _float_pair(a, b)

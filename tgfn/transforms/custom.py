@@ -263,23 +263,37 @@ def _zeros_like_tree(tree: Any) -> Any:
   return tree_map(lambda x: Array.const(0, as_array(x).dtype, as_array(x).shape), tree)
 
 
+# how deep a rule's partials may call the function with its rule again (x ** 3's slope 3 x^2 is itself a
+# power): 2 levels give the rule's second derivatives (hessians); below that the calls are plain
+_NESTED_RULE_LEVELS = 2
+
+
 class _custom_jvp_kept(custom_jvp):
   """Internal: a custom_jvp whose traced spec is kept per argument structure, shapes, dtypes, devices and
   non-differentiable values (scalars), as custom_vjp_primal_jvp's, so that eager code does not trace the
-  function and its rule at every call. Only for functions whose traces depend on nothing else."""
+  function and its rule at every call. Only for functions whose traces depend on nothing else.
+
+  Calls of the function inside its own rule keep the rule, down to _NESTED_RULE_LEVELS (a plain
+  custom_jvp makes them plain at once); the spec of such an inner call is not kept, being shallower."""
 
   def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
     super().__init__(fun, nondiff_argnums)
     self._specs: dict[Any, tuple[CustomJVP, Any]] = {}
+    self._depth = threading.local()
 
   def __call__(self, *args: Any) -> Any:
-    if self._in_rule: return self.fun(*args)
+    depth = getattr(self._depth, "level", 0)
+    if depth >= _NESTED_RULE_LEVELS: return self.fun(*args)
     nondiff = tuple((type(a), repr(a)) for i, a in enumerate(args) if i in self.nondiff_argnums)  # repr: -0.0 != 0.0
     inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
     key = (nondiff, in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
-    if key not in self._specs:
-      spec_factory, _, captured, out_tree = self._trace(args)
-      if captured: return _call(spec_factory, inputs, captured, out_tree)
+    if key not in self._specs or depth > 0:
+      self._depth.level = depth + 1
+      try:
+        spec_factory, _, captured, out_tree = self._trace(args)
+      finally:
+        self._depth.level = depth
+      if captured or depth > 0: return _call(spec_factory, inputs, captured, out_tree)
       if len(self._specs) >= 64: self._specs.clear()
       self._specs[key] = (spec_factory([]), out_tree)
     spec, out_tree = self._specs[key]
