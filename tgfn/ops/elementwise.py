@@ -139,8 +139,8 @@ def mod(a: Any, b: Any) -> Array:
   """Remainder with the sign of the divisor (Python's %). x % 0 is 0 for ints and NaN for floats."""
   a_array, b_array = _numeric(a, b)
   _cm().no_complex("mod", a_array)
-  if a_array.dtype.is_float:  # a Python number stays a constant of the derivative rule (see power)
-    return _float_mod(*(x if _is_python_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array))))
+  if a_array.dtype.is_float:  # a scalar number stays a constant of the derivative rule (see power)
+    return _float_mod(*(x if _is_scalar_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array))))
   a, b = a_array, b_array
   r = a._alu(Ops.MOD, b)
   if a.dtype.is_unsigned: return r
@@ -267,15 +267,17 @@ def power(a: Any, b: Any) -> Array:
     if b == -1 and dt.is_float: return reciprocal(a.astype(dt))
   a_array, b_array = _numeric(a, b)
   if not a_array.dtype.is_float: return _integer_power(a_array, b_array)
-  # a Python number stays a constant of the derivative rule: no partial with respect to it is formed
-  base, exponent = (x if _is_python_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array)))
+  # a scalar number stays a constant of the derivative rule: no partial with respect to it is formed
+  base, exponent = (x if _is_scalar_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array)))
   if a_array.dtype in _HALVES:
-    in_float32 = (x if _is_python_number(x) else x.astype(dtypes.float32) for x in (base, exponent))
+    in_float32 = (x if _is_scalar_number(x) else x.astype(dtypes.float32) for x in (base, exponent))
     return _float_power(*in_float32).astype(a_array.dtype)
   return _float_power(base, exponent)
 
 
-def _is_python_number(x: Any) -> bool: return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _is_scalar_number(x: Any) -> bool:
+  """A Python or NumPy int or float (what `derivatives` takes as a constant)."""
+  return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def _power_slope(out: Array, a: Array, b: Any) -> Array:
