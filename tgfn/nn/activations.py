@@ -1,7 +1,7 @@
 """The rest of jax.nn's activations, as compositions of tgfn.numpy (so grad, vmap and jit apply).
 `relu gelu silu sigmoid softmax log_softmax logsumexp one_hot` live in functional.py; every name is
 exported from `tgfn.nn`. Definitions and defaults follow jax.nn; kinks take the derivative JAX gives
-(0 at relu6's and hard_tanh's corners, the right-hand side elsewhere)."""
+(0 at relu6's and hard_tanh's corners, 1/2 for softplus at 0; tests/transforms/test_kink_grads.py)."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -60,9 +60,9 @@ def selu(x: Any) -> Array:
 
 
 def softplus(x: Any) -> Array:
-  """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow for any x."""
-  x = _float(x)
-  return tnp.maximum(x, 0.0) + tnp.log1p(tnp.exp(-tnp.abs(x)))
+  """log(1 + exp(x)) = logaddexp(x, 0): no overflow for any x, and the derivative is sigmoid(x) (1/2 at 0;
+  the form max(x, 0) + log1p(exp(-|x|)) would give 0 there)."""
+  return tnp.logaddexp(_float(x), 0.0)
 
 
 def soft_sign(x: Any) -> Array:
@@ -123,8 +123,9 @@ def sparse_plus(x: Any) -> Array:
 
 
 def sparse_sigmoid(x: Any) -> Array:
-  """The derivative of sparse_plus: (hard_tanh(x) + 1) / 2."""
-  return 0.5 * (hard_tanh(x) + 1.0)
+  """The derivative of sparse_plus: (clip(x, -1, 1) + 1) / 2 (at +-1 the derivative is clip's, 1/2 of the
+  slope, as JAX; hard_tanh's would be the full slope)."""
+  return 0.5 * (tnp.clip(_float(x), -1.0, 1.0) + 1.0)
 
 
 def standardize(x: Any, axis: Axis = -1, mean: Optional[Any] = None, variance: Optional[Any] = None,

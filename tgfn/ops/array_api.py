@@ -18,6 +18,7 @@ from tgfn.ops.creation import asarray, zeros
 from tgfn.ops.elementwise import invert, left_shift, power, right_shift, where
 from tgfn.ops.linalg_decomp import vecdot  # noqa: F401  (one vecdot for tnp and tnp.linalg)
 from tgfn.ops.shape import concatenate, moveaxis, reshape, swapaxes, transpose
+from tgfn.transforms.custom import derivatives
 from tgfn.uop.ops import Ops, UOp
 
 __all__ = ["__array_namespace_info__", "acos", "asin", "atan", "atan2", "acosh", "asinh", "atanh", "pow",
@@ -155,6 +156,13 @@ def _float_pair(x1: Any, x2: Any) -> tuple[Array, Array]:
   return x1.astype(dt), x2.astype(dt)
 
 
+def _copysign_slope(out: Array, x1: Any, x2: Any) -> Array:
+  """+-1: the sign x2 gives times the sign x1 had (+1 at x1 = -0.0 too, as JAX's derivative of abs)."""
+  x1 = as_array(x1)
+  return where(x1 >= 0, 1.0, -1.0) * where(signbit(x2), -1.0, 1.0)
+
+
+@derivatives(_copysign_slope, lambda out, x1, x2: 0.0)
 def copysign(x1: Any, x2: Any) -> Array:
   """|x1| with the sign bit of x2 (NaNs included), on the bit patterns."""
   x1, x2 = _float_pair(x1, x2)

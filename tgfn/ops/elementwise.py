@@ -18,6 +18,7 @@ import numpy as np
 
 from tgfn.array import Array, as_array, broadcast_shapes, data_shape, device_put, promote
 from tgfn.dtype import FLOAT_LAYOUT, dtypes, float_dtype, result_type
+from tgfn.transforms.custom import derivatives
 from tgfn.uop.ops import Ops, UOp
 from tgfn.viz.locations import at_user_line
 
@@ -136,9 +137,11 @@ def floor_divide(a: Any, b: Any) -> Array:
 
 def mod(a: Any, b: Any) -> Array:
   """Remainder with the sign of the divisor (Python's %). x % 0 is 0 for ints and NaN for floats."""
-  a, b = _numeric(a, b)
-  _cm().no_complex("mod", a)
-  if a.dtype.is_float: return _float_divmod(a, b)[1]
+  a_array, b_array = _numeric(a, b)
+  _cm().no_complex("mod", a_array)
+  if a_array.dtype.is_float:  # a scalar number stays a constant of the derivative rule (see power)
+    return _float_mod(*(x if _is_scalar_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array))))
+  a, b = a_array, b_array
   r = a._alu(Ops.MOD, b)
   if a.dtype.is_unsigned: return r
   zero = _const_like(a, 0)
@@ -148,6 +151,10 @@ def mod(a: Any, b: Any) -> Array:
 
 
 remainder = mod
+
+
+@derivatives(lambda out, a, b: 1.0, lambda out, a, b: -floor_divide(a, b))
+def _float_mod(a: Any, b: Any) -> Array: return _float_divmod(*_numeric(a, b))[1]
 
 
 def _float_divmod(a: Array, b: Array) -> tuple[Array, Array]:
@@ -256,16 +263,37 @@ def power(a: Any, b: Any) -> Array:
     if b == 2: return square(a.astype(dt))
     if b == 0.5 and dt.is_float:  # sqrt, but (-inf) ** 0.5 is inf
       a = a.astype(dt)
-      return (a == float("-inf"))._alu(Ops.WHERE, _const_like(a, float("inf")), sqrt(a))
+      return sqrt((a == float("-inf"))._alu(Ops.WHERE, _const_like(a, float("inf")), a))
     if b == -1 and dt.is_float: return reciprocal(a.astype(dt))
+  a_array, b_array = _numeric(a, b)
+  if not a_array.dtype.is_float: return _integer_power(a_array, b_array)
+  # a scalar number stays a constant of the derivative rule: no partial with respect to it is formed
+  base, exponent = (x if _is_scalar_number(x) else x_array for x, x_array in ((a, a_array), (b, b_array)))
+  if a_array.dtype in _HALVES:
+    in_float32 = (x if _is_scalar_number(x) else x.astype(dtypes.float32) for x in (base, exponent))
+    return _float_power(*in_float32).astype(a_array.dtype)
+  return _float_power(base, exponent)
+
+
+def _is_scalar_number(x: Any) -> bool:
+  """A Python or NumPy int or float (what `derivatives` takes as a constant)."""
+  return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _power_slope(out: Array, a: Array, b: Any) -> Array:
+  """d/da a^b = b a^(b - 1); 0 at a = b = 0 (a^0 is the constant 1: JAX's 0 * 0^-1 gives NaN there). Only
+  there: elsewhere b = 0 keeps the formula, whose derivative in b (a^-1) the second order needs."""
+  return where((b == 0) & (a == 0), _const_like(out, 0.0), b * _float_power(a, b - 1))
+
+
+def _power_exponent_slope(out: Array, a: Any, b: Array) -> Array:
+  """d/db a^b = log(a) a^b; 0 at a = 0 for b > 0, where a^b is the constant 0 (log(0) * 0 would be NaN)."""
+  return where((as_array(a) == 0) & (b > 0), _const_like(out, 0.0), log(a) * out)
+
+
+@derivatives(_power_slope, _power_exponent_slope)
+def _float_power(a: Any, b: Any) -> Array:
   a, b = _numeric(a, b)
-  if not a.dtype.is_float: return _integer_power(a, b)
-  if a.dtype in _HALVES:
-    return _float_power(a.astype(dtypes.float32), b.astype(dtypes.float32)).astype(a.dtype)
-  return _float_power(a, b)
-
-
-def _float_power(a: Array, b: Array) -> Array:
   magnitude = exp2(b * log2(abs(a)))
   b_is_int = trunc(b) == b
   b_is_odd = b_is_int & (trunc(b * 0.5) * 2.0 != b)
@@ -341,6 +369,7 @@ def rsqrt(x: Array) -> Array: return sqrt(x)._alu(Ops.RECIP)
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: 1.0 / (3.0 * out * out))  # inf at 0, 0 at +-inf, as JAX
 def cbrt(x: Array) -> Array:
   """The real cube root: negative for negative x (a plain x ** (1/3) would be NaN there)."""
   return sign(x) * exp2(log2(abs(x)) * (1.0 / 3.0))
@@ -378,6 +407,7 @@ def _scale_by_power_of_two(p: Array, n: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: out)  # the scaling by 2^n below would give a zero cotangent 0, not 0 * inf = NaN
 def exp(x: Array) -> Array:
   """exp(x) = 2^n * 2^f with n = trunc(x / ln 2) and f = (x - n ln 2) / ln 2, the product n ln 2 carried in
   two parts (Cody-Waite): a plain exp2(x / ln 2) would scale the quotient's rounding by |x| (60 ulp at
@@ -400,6 +430,7 @@ def log10(x: Array) -> Array: return x._alu(Ops.LOG2) * math.log10(2.0)
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: 1.0 / (1.0 + x))
 def log1p(x: Array) -> Array:
   """log(1 + x) accurate for tiny x: log(u) * x / (u - 1) with u = 1 + x (Goldberg's trick)."""
   u = x + 1.0
@@ -409,6 +440,7 @@ def log1p(x: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: out + 1.0)
 def expm1(x: Array) -> Array:
   """exp(x) - 1 accurate for tiny x: (u - 1) * x / log(u) with u = exp(x) (Kahan's trick)."""
   u = exp(x)
@@ -435,9 +467,10 @@ def tan(x: Array) -> Array:
 @_halves_in_float32
 def tanh(x: Array) -> Array:
   """tanh(x) = expm1(2x) / (expm1(2x) + 2), exact near 0; saturates to +-1 for |x| > 20."""
-  e = expm1(abs(x) * 2.0)
+  saturated = abs(x) > 20.0
+  e = expm1(saturated._alu(Ops.WHERE, _const_like(x, 0.0), abs(x)) * 2.0)  # no inf/inf, nor its NaN derivative
   t = e / (e + 2.0)
-  t = (abs(x) > 20.0)._alu(Ops.WHERE, _const_like(x, 1.0), t)
+  t = saturated._alu(Ops.WHERE, _const_like(x, 1.0), t)
   t = (x < 0)._alu(Ops.WHERE, -t, t)
   return (x == 0)._alu(Ops.WHERE, x, t)  # tanh(-0.0) is -0.0
 
@@ -453,6 +486,7 @@ def cosh(x: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: 1.0 / (1.0 + x * x))
 def arctan(x: Array) -> Array:
   """Range-reduce to [0, tan(pi/8)] (|x| > 1: pi/2 - atan(1/|x|); > tan(pi/8): pi/4 + atan((t-1)/(t+1)))
   and evaluate an odd polynomial there."""

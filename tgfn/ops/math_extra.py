@@ -6,7 +6,10 @@ Each formula is the cancellation-free form: arcsin(x) = atan2(x, sqrt((1 - x)(1 
 arcsinh through log1p, arctanh = log1p(2x / (1 - x)) / 2, and for large |x| log(|x|) + ln 2 (x * x
 would overflow). Where a branch is undefined (a division by zero the `where` does not select), the
 operand is replaced first, so derivatives through the unselected branch stay finite (the double-where
-idiom): `grad(sinc)(0.0)` is 0, not NaN.
+idiom): `grad(sinc)(0.0)` is 0, not NaN. The other functions take the derivative of their math
+(`derivatives`, tgfn/transforms/custom.py), not of the decomposition, whose `where`s and `maximum`s
+would give wrong values at their switch points (logaddexp(x, 0) at 0: 1 instead of 1/2; arctan2(x, 1) at
+1: 0) and NaN from untaken branches. At ties and kinks they follow JAX (docs/autodiff.md).
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from tgfn.dtype import dtypes, float_dtype
 from tgfn.ops.elementwise import (LN_2, _halves_in_float32, abs, arctan, exp, exp2, isinf, isnan, log, log1p,
                                   maximum, minimum, round, sin, sqrt, where)
 from tgfn.ops.reduction import all as _all
+from tgfn.ops.special import expit
+from tgfn.transforms.custom import derivatives
 
 __all__ = ["arcsin", "arccos", "arctan2", "arcsinh", "arccosh", "arctanh", "logaddexp", "logaddexp2",
            "hypot", "sinc", "isclose", "allclose", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh"]
@@ -47,6 +52,17 @@ def _atan2(y: Array, x: Array) -> Array:
   return where(isnan(x) | isnan(y), x + y, r)
 
 
+def _arctan2_dy(out: Array, y: Any, x: Any) -> Array:
+  h = hypot(y, x)
+  return x / h / h  # x / (x^2 + y^2) without the squares over- or underflowing
+
+
+def _arctan2_dx(out: Array, y: Any, x: Any) -> Array:
+  h = hypot(y, x)
+  return -y / h / h
+
+
+@derivatives(_arctan2_dy, _arctan2_dx)
 def arctan2(y: Any, x: Any) -> Array:
   """The angle of the point (x, y), in [-pi, pi], with IEEE's signed-zero and infinity conventions."""
   y, x = _float_pair(y, x)
@@ -55,12 +71,17 @@ def arctan2(y: Any, x: Any) -> Array:
   return _atan2(y, x)
 
 
+def _inverse_sqrt(x: Array) -> Array: return 1.0 / sqrt(x)
+
+
 @_halves_in_float32
+@derivatives(lambda out, x: _inverse_sqrt((1.0 - x) * (1.0 + x)))
 def arcsin(x: Array) -> Array:
   return _atan2(x, sqrt((1.0 - x) * (1.0 + x)))
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: -_inverse_sqrt((1.0 - x) * (1.0 + x)))
 def arccos(x: Array) -> Array:
   return _atan2(sqrt((1.0 - x) * (1.0 + x)), x)
 
@@ -74,6 +95,7 @@ def _sqrt_eps_inverse(x: Array) -> float:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: _inverse_sqrt(x * x + 1.0))
 def arcsinh(x: Array) -> Array:
   """sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))."""
   t = abs(x)
@@ -85,6 +107,7 @@ def arcsinh(x: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: _inverse_sqrt((x - 1.0) * (x + 1.0) + 0.0))  # + 0.0: -0.0 at x = -1 becomes +0.0
 def arccosh(x: Array) -> Array:
   """log1p((x - 1) + sqrt((x - 1)(x + 1))): exact near 1; NaN below 1."""
   big = x > _sqrt_eps_inverse(x)
@@ -95,6 +118,7 @@ def arccosh(x: Array) -> Array:
 
 
 @_halves_in_float32
+@derivatives(lambda out, x: 1.0 / ((1.0 - x) * (1.0 + x)))
 def arctanh(x: Array) -> Array:
   """sign(x) * log1p(2|x| / (1 - |x|)) / 2 (odd, so the log1p argument is never near -1): +-inf at +-1,
   NaN beyond."""
@@ -113,6 +137,21 @@ def _logaddexp(a: Array, b: Array, exp_fn: Any, scale: float) -> Array:
   return where(same, a + math.log(2.0) * scale, out)
 
 
+def _logaddexp_weight(scale: float) -> Any:
+  """d/da of log(exp(a) + exp(b)) = sigmoid(a - b) (base 2: sigmoid((a - b) ln 2)): exactly 1/2 at a tie,
+  with its own derivative there (the second order); 1 where a = +inf alone; NaN at a tie of infinities,
+  whose limit depends on the direction of approach (logaddexp(x, x) has slope 1 there, logaddexp(x, inf)
+  slope 0 in x)."""
+  def weight(out: Array, v: Any, other: Any) -> Array:
+    v, other = _float_pair(v, other)
+    return expit((v - other) * scale).astype(out.dtype)
+  return weight
+
+
+def _swap_operands(weight: Any) -> Any: return lambda out, a, b: weight(out, b, a)
+
+
+@derivatives(_logaddexp_weight(1.0), _swap_operands(_logaddexp_weight(1.0)))
 def logaddexp(a: Any, b: Any) -> Array:
   """log(exp(a) + exp(b)) without overflow."""
   a, b = _float_pair(a, b)
@@ -121,6 +160,7 @@ def logaddexp(a: Any, b: Any) -> Array:
   return _logaddexp(a, b, exp, 1.0)
 
 
+@derivatives(_logaddexp_weight(LN_2), _swap_operands(_logaddexp_weight(LN_2)))
 def logaddexp2(a: Any, b: Any) -> Array:
   """log2(2**a + 2**b) without overflow."""
   a, b = _float_pair(a, b)
@@ -129,6 +169,12 @@ def logaddexp2(a: Any, b: Any) -> Array:
   return _logaddexp(a, b, exp2, 1.0 / LN_2)
 
 
+def _hypot_slope(out: Array, v: Any, other: Any) -> Array:
+  """v / hypot; at the origin 1/2 for each argument, as JAX (its hypot takes max(|a|, |b|), a tie there)."""
+  return where(out == 0, 0.5, v / where(out == 0, 1.0, out)).astype(out.dtype)
+
+
+@derivatives(_hypot_slope, lambda out, a, b: _hypot_slope(out, b, a))
 def hypot(a: Any, b: Any) -> Array:
   """sqrt(a^2 + b^2) as big * sqrt(1 + (small/big)^2), so no square overflows; inf if either is inf."""
   a, b = _float_pair(a, b)

@@ -15,8 +15,8 @@ default float. Measured errors (`python -m tgfn.tools.special_accuracy`) are in 
   reflection formulas for x < 0.5. Near the roots of gammaln (1, 2) and digamma (1.4616...) the error is
   absolute, about 1e-15, not relative.
 
-Derivatives are the exact formulas (custom_jvp), e.g. erf' = 2/sqrt(pi) exp(-x^2); digamma has none of its
-own (it is differentiated through its composition).
+Derivatives are the exact formulas (custom_jvp), e.g. erf' = 2/sqrt(pi) exp(-x^2), digamma' = trigamma
+(by the same recurrence, series and reflection as digamma).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tgfn.ops.axes import normalize_axes
 from tgfn.ops.elementwise import abs as _abs, clip, exp, floor, isinf, isnan, log, log1p, sign, sin, sqrt, tan, where
 from tgfn.ops.reduction import max as _max, sum as _sum
 from tgfn.ops.shape import squeeze
-from tgfn.transforms.custom import custom_jvp
+from tgfn.transforms.custom import custom_jvp, derivatives
 from tgfn.uop.ops import Ops
 
 __all__ = ["erf", "erfc", "erfinv", "erfcinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "gammaln",
@@ -367,12 +367,15 @@ def expit(x: Any) -> Array:
   return where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
+@derivatives(lambda out, p: 1.0 / (p * (1.0 - p)))
 def logit(p: Any) -> Array:
   """log(p / (1 - p))."""
   p = _float_in(p)
   return (log(p) - log1p(-p)).astype(p.dtype)
 
 
+# d/dx is log(y) also at x = 0 (the where below would make it 0), d/dy is x / y
+@derivatives(lambda out, x, y: log(y), lambda out, x, y: x / as_array(y))
 def xlogy(x: Any, y: Any) -> Array:
   """x * log(y), 0 where x == 0 (even if y is 0)."""
   x, y = _float_in(x), _float_in(y)
@@ -380,6 +383,7 @@ def xlogy(x: Any, y: Any) -> Array:
   return where(x == 0, 0.0, x * log(safe_y)).astype((x * y).dtype)
 
 
+@derivatives(lambda out, x, y: log1p(y), lambda out, x, y: x / (1.0 + as_array(y)))
 def xlog1py(x: Any, y: Any) -> Array:
   """x * log1p(y), 0 where x == 0 (even if y is -1)."""
   x, y = _float_in(x), _float_in(y)
@@ -478,6 +482,30 @@ def _digamma_positive(x: Array) -> Array:
   return out
 
 
+def _trigamma_positive(x: Array) -> Array:
+  """psi'(x) for x >= 0.5: psi'(x) = psi'(x + 1) + 1/x^2 up to x + n >= 10, then the asymptotic series
+  1/x + 1/(2x^2) + sum_k B_2k / x^(2k+1)."""
+  xs, factors = _shift_up(x)
+  inv2 = 1.0 / (xs * xs)
+  series = inv2 * 0.0
+  for k in range(len(_BERNOULLI), 0, -1): series = series * inv2 + _BERNOULLI[k - 1]
+  out = (1.0 + 0.5 / xs + series * inv2) / xs
+  for k, f in enumerate(factors): out = out + where(x + k < _STIRLING_MIN, 1.0 / (f * f), 0.0)
+  return out
+
+
+def _trigamma(x: Any) -> Array:
+  """psi'(x), the derivative of digamma: the reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x) below
+  1/2, so +inf at 0 and the negative integers (the slope of psi is +inf on both sides of a pole)."""
+  x = _float_in(x)
+  x64 = _f64(x)
+  reflect = x64 < 0.5
+  positive = _trigamma_positive(where(reflect, 1.0 - x64, x64))
+  s = _sin_pi(x64)
+  return where(reflect, math.pi ** 2 / (s * s) - positive, positive).astype(x.dtype)
+
+
+@derivatives(lambda out, x: _trigamma(x))
 def digamma(x: Any) -> Array:
   """psi(x) = d/dx log Gamma(x) (-inf at 0, NaN at the negative integers, as SciPy)."""
   x = _float_in(x)

@@ -20,9 +20,13 @@ It keeps its traced bodies per argument shapes and dtypes instead of tracing at 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from tgfn.array import Array, as_array
 from tgfn.transforms.subgraph import captures, concrete_where_possible, holders_for
@@ -65,6 +69,23 @@ def _call(spec_factory: Callable[[list[UOp]], Any], inputs: list[Array], capture
   return unflatten(out_tree, [Array(u) for u in results])
 
 
+class _ThreadFlag:
+  """A per-thread boolean: while one thread traces a rule (inside which calls of the function are plain),
+  another thread's call of the same function still gets its rule."""
+
+  def __init__(self) -> None: self._local = threading.local()
+
+  def __bool__(self) -> bool: return getattr(self._local, "on", False)
+
+  @contextlib.contextmanager
+  def on(self) -> Any:
+    self._local.on = True
+    try:
+      yield
+    finally:
+      self._local.on = False
+
+
 @dataclass(frozen=True)
 class CustomVJPPrimalJVP(CustomVJP):
   """A CustomVJP call whose forward-mode derivative is the JVP of `fun` (`custom_vjp_primal_jvp`)."""
@@ -79,7 +100,7 @@ class custom_vjp:
     self.fun = fun
     self.fwd: Optional[Callable] = None
     self.bwd: Optional[Callable] = None
-    self._in_fwd = False  # the usual fwd calls the function itself: that inner call is plain
+    self._in_fwd = _ThreadFlag()  # the usual fwd calls the function itself: that inner call is plain
     self._spec_type: type[CustomVJP] = CustomVJP
 
   def defvjp(self, fwd: Callable[..., tuple[Any, Any]], bwd: Callable[[Any, Any], tuple]) -> None:
@@ -99,11 +120,7 @@ class custom_vjp:
     primals = unflatten(in_tree, [Array(h) for h in holders])
     with concrete_where_possible(holders, inputs):
       outs, out_tree = flatten_outputs(self.fun(*primals), name)
-      self._in_fwd = True
-      try:
-        fwd_out = self.fwd(*primals)
-      finally:
-        self._in_fwd = False
+      with self._in_fwd.on(): fwd_out = self.fwd(*primals)
       if not isinstance(fwd_out, tuple) or len(fwd_out) != 2:
         raise TypeError(f"the custom_vjp forward rule of {name} must return a pair (output, residuals), got {type(fwd_out).__name__}")
       fwd_outs, fwd_tree = flatten_outputs(fwd_out[0], name)
@@ -181,7 +198,7 @@ class custom_jvp:
       raise ValueError(f"custom_jvp nondiff_argnums must be non-negative ints, got {nondiff_argnums!r}")
     self.nondiff_argnums = tuple(nondiff_argnums)
     self.jvp: Optional[Callable] = None
-    self._in_rule = False  # a rule that calls the function itself: that inner call is plain
+    self._in_rule = _ThreadFlag()  # a rule that calls the function itself: that inner call is plain
 
   def defjvp(self, jvp: Callable[..., tuple[Any, Any]]) -> Callable:
     self.jvp = jvp
@@ -212,6 +229,10 @@ class custom_jvp:
     if any(n >= len(args) for n in self.nondiff_argnums):
       raise ValueError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range for {len(args)} arguments")
     if self._in_rule: return self.fun(*args)
+    return _call(*self._trace(args))
+
+  def _trace(self, args: tuple) -> tuple[Callable, list[Array], list[UOp], Any]:
+    """(spec factory, inputs, captured values, output tree) of one call: the function and its rule traced."""
     name = self.fun.__name__
     nondiff = [a for i, a in enumerate(args) if i in self.nondiff_argnums]
     inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
@@ -223,11 +244,7 @@ class custom_jvp:
     tangents = unflatten(in_tree, [Array(next(it)) if _is_float(x) else Array.const(0, x.dtype, x.shape) for x in inputs])
     with concrete_where_possible(holders, inputs):
       outs, out_tree = flatten_outputs(self.fun(*self._merge(nondiff, primals)), name)
-      self._in_rule = True
-      try:
-        rule_out = self.jvp(*nondiff, tuple(primals), tuple(tangents))
-      finally:
-        self._in_rule = False
+      with self._in_rule.on(): rule_out = self.jvp(*nondiff, tuple(primals), tuple(tangents))
     if not isinstance(rule_out, (tuple, list)) or len(rule_out) != 2:
       raise TypeError(f"the custom_jvp rule of {name} must return a pair (output, tangent), got {type(rule_out).__name__}")
     t_leaves, t_tree = flatten(rule_out[1], is_leaf=lambda x: x is None)
@@ -239,8 +256,87 @@ class custom_jvp:
     captured = captures((holders, out_uops), (holders + tangent_holders, t_outs))
     spec = lambda cap: CustomJVP(close(holders + cap, out_uops), close(holders + cap + tangent_holders, t_outs),
                                  len(inputs), name)
-    return _call(spec, inputs, captured, out_tree)
+    return spec, inputs, captured, out_tree
 
 
 def _zeros_like_tree(tree: Any) -> Any:
   return tree_map(lambda x: Array.const(0, as_array(x).dtype, as_array(x).shape), tree)
+
+
+# how deep a rule's partials may call the function with its rule again (x ** 3's slope 3 x^2 is itself a
+# power): 2 levels give the rule's second derivatives (hessians); below that the calls are plain
+_NESTED_RULE_LEVELS = 2
+
+
+class _custom_jvp_kept(custom_jvp):
+  """Internal: a custom_jvp whose traced spec is kept per argument structure, shapes, dtypes, devices and
+  non-differentiable values (scalars), as custom_vjp_primal_jvp's, so that eager code does not trace the
+  function and its rule at every call. Only for functions whose traces depend on nothing else.
+
+  Calls of the function inside its own rule keep the rule, down to _NESTED_RULE_LEVELS (a plain
+  custom_jvp makes them plain at once); the spec of such an inner call is not kept, being shallower."""
+
+  def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
+    super().__init__(fun, nondiff_argnums)
+    self._specs: dict[Any, tuple[CustomJVP, Any]] = {}
+    self._depth = threading.local()
+
+  def __call__(self, *args: Any) -> Any:
+    depth = getattr(self._depth, "level", 0)
+    if depth >= _NESTED_RULE_LEVELS: return self.fun(*args)
+    nondiff = tuple((type(a), repr(a)) for i, a in enumerate(args) if i in self.nondiff_argnums)  # repr: -0.0 != 0.0
+    inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
+    key = (nondiff, in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
+    if key not in self._specs or depth > 0:
+      self._depth.level = depth + 1
+      try:
+        spec_factory, _, captured, out_tree = self._trace(args)
+      finally:
+        self._depth.level = depth
+      if captured or depth > 0: return _call(spec_factory, inputs, captured, out_tree)
+      if len(self._specs) >= 64: self._specs.clear()
+      self._specs[key] = (spec_factory([]), out_tree)
+    spec, out_tree = self._specs[key]
+    return unflatten(out_tree, [Array(u) for u in call_outputs(spec, _uops(inputs))])
+
+
+def derivatives(*partials: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+  """Internal: give an elementwise function the derivative of its math instead of its decomposition's
+  (a `where`, `abs` or `maximum` inside a formula has the wrong derivative at its switch points, or a NaN
+  from a branch it does not take). `partials[i](out, *args)` is the partial derivative with respect to
+  argument i, elementwise; the tangent is the sum of tangent_i * partial_i (a custom_jvp, so reverse mode
+  is its transpose).
+
+  Python and NumPy scalars among the arguments are constants: their partials are never formed, as with
+  JAX's symbolic zeros, so that forward mode does not multiply a zero tangent by an infinite partial
+  (e.g. d/dy of x * log(y) at y = 0 is inf, which must not turn the jvp with respect to x into NaN)."""
+  def decorate(fun: Callable[..., Any]) -> Callable[..., Any]:
+    by_constants: dict[tuple[int, ...], custom_jvp] = {}
+
+    def with_constants(constants: tuple[int, ...]) -> custom_jvp:
+      def jvp(*rule_args: Any) -> tuple[Any, Any]:
+        args = rule._merge(rule_args[:-2], rule_args[-2])
+        out = fun(*args)
+        variables = [i for i in range(len(args)) if i not in constants]
+        # integer and bool arguments have no tangent, so no partial; the others' partials see them as floats
+        as_floats = [a.astype(out.dtype) if isinstance(a, Array) and not _is_float(a) else a for a in args]
+        terms = [t * partials[i](out, *as_floats) for i, t in zip(variables, rule_args[-1]) if _is_float(args[i])]
+        return out, functools.reduce(lambda a, b: a + b, terms) if terms else None
+      rule = _custom_jvp_kept(fun, nondiff_argnums=constants)
+      rule.defjvp(jvp)
+      return rule
+
+    @functools.wraps(fun)
+    def call(*args: Any) -> Any:
+      if len(args) != len(partials):
+        raise TypeError(f"{fun.__name__} takes {len(partials)} arguments, got {len(args)}")
+      args = tuple(a if isinstance(a, Array) or _is_scalar(a) else as_array(a) for a in args)
+      constants = tuple(i for i, a in enumerate(args) if _is_scalar(a))
+      if len(constants) == len(args): return fun(*args)
+      if constants not in by_constants: by_constants[constants] = with_constants(constants)
+      return by_constants[constants](*args)
+    return call
+  return decorate
+
+
+def _is_scalar(x: Any) -> bool: return isinstance(x, (int, float, np.generic))
