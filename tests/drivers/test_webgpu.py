@@ -211,6 +211,22 @@ def test_slices_that_are_not_whole_words_say_so(monkeypatch) -> None:
     carry.numpy()
 
 
+def test_while_loop_carry_stays_on_the_device(monkeypatch) -> None:
+  """The carry (here of 3 int8, not a whole word) ends in the outputs by a device-side copy: the only reads are
+  the predicates, one per test, and then the results themselves."""
+  webgpu = _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  reads = []
+  real = webgpu.WebGPUAllocator.copyout
+  monkeypatch.setattr(webgpu.WebGPUAllocator, "copyout", lambda self, h, n: (reads.append(n), real(self, h, n))[1])
+  for trips in (6, 7):  # the carry ends in the output buffers or in the scratch set
+    reads.clear()
+    i, x = lax.while_loop(lambda c: c[0] < trips, lambda c: (c[0] + 1, c[1] * 2 + 1), (tnp.asarray(0, "int32"), tnp.ones(3, "int8")))
+    tgfn.Array.realize_all([i, x])
+    assert reads == [1] * (trips + 1)
+    assert int(i) == trips and np.asarray(x).tolist() == [(2 ** (trips + 1) - 1 + 128) % 256 - 128] * 3  # int8 wraps
+
+
 def test_a_browser_that_died_says_so() -> None:
   """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
   webgpu = _webgpu_or_skip()

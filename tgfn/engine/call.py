@@ -123,7 +123,8 @@ def compiled_body(body: Body, device: str) -> CompiledBody:
 
 
 def copy_buffer(src: Buffer, dst: Buffer) -> None:
-  if src is not dst: dst.copyin(src.numpy())
+  """On the device where its allocator copies buffers (`copy`), else through the host."""
+  if src is not dst: dst.copy_from(src)
 
 
 def _scalar(buf: Buffer) -> Any: return buf.numpy()[0].item()
