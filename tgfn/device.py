@@ -330,6 +330,11 @@ class _DeviceRegistry:
 Device = _DeviceRegistry()
 
 
+def has_64bit(device: str) -> bool:
+  """Whether kernels on `device` hold 64-bit numbers (float64, int64, uint64): every backend but WEBGPU."""
+  return Device[device].renderer.has_64bit
+
+
 def wait_for_optimized_kernels() -> None:
   """Block until every kernel compiled so far runs its optimized build. The CPU device builds a large batch
   of new kernels quickly first and swaps in the optimized build from a background compile (docs/jit.md,

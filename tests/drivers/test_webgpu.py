@@ -227,6 +227,22 @@ def test_while_loop_carry_stays_on_the_device(monkeypatch) -> None:
     assert int(i) == trips and np.asarray(x).tolist() == [(2 ** (trips + 1) - 1 + 128) % 256 - 128] * 3  # int8 wraps
 
 
+def test_float32_random_draws_need_no_float64(monkeypatch) -> None:
+  """normal, gumbel, truncated_normal and uniform with bounds run on WEBGPU, their fused multiply-adds as a
+  multiply and an add: within a few ulps of max(|x|, 1) of PYTHON's (exact, through float64)."""
+  _webgpu_or_skip()
+  results = {}
+  for dev in ("PYTHON", "WEBGPU"):
+    monkeypatch.setenv("DEV", dev)
+    key = tgfn.device_put(tgfn.random.key(3), dev)
+    assert key.device == dev
+    draws = [tgfn.random.normal(key, (64,)), tgfn.random.gumbel(key, (8,)), tgfn.random.truncated_normal(key, -1.5, 0.5, (8,)),
+             tgfn.random.uniform(key, (8,), minval=-3.3, maxval=7.1)]
+    results[dev] = [np.asarray(d) for d in draws]
+  for got, want in zip(results["WEBGPU"], results["PYTHON"], strict=True):
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * 2.0 ** -23)
+
+
 def test_a_browser_that_died_says_so() -> None:
   """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
   webgpu = _webgpu_or_skip()
