@@ -243,6 +243,14 @@ def test_float32_random_draws_need_no_float64(monkeypatch) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=8 * 2.0 ** -23)
 
 
+def test_what_the_device_cannot_hold_names_the_users_line(monkeypatch) -> None:
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  wide = tnp.asarray(np.arange(3, dtype=np.int64))
+  with pytest.raises(NotImplementedError, match=r"no int64 buffers.*\n  in the kernel of the operation at .*test_webgpu.py:\d+"):
+    (wide * 3).numpy()
+
+
 def test_a_browser_that_died_says_so() -> None:
   """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
   webgpu = _webgpu_or_skip()

@@ -3,31 +3,18 @@ as it runs, and the first NaN or Inf raises FloatingPointError naming the operat
 user's line that built it and whether it was the forward or the backward pass."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from tgfn.dtype import dtypes
-from tgfn.uop.ops import Ops, UOp
-from tgfn.viz.locations import location
+from tgfn.viz.locations import nearest_location
 
 
 def _values(buffer: Any) -> np.ndarray:
   host = buffer.numpy()
   if buffer.dtype is dtypes.bfloat16: host = (host.astype(np.uint32) << 16).view(np.float32)
   return host
-
-
-def _where(node: UOp, inputs: set) -> Optional[tuple[str, str]]:
-  """The location of `node`, else of the nearest located node fused into its kernel."""
-  stack, seen = [node], set()
-  while stack:
-    x = stack.pop(0)
-    if x in seen or x in inputs or x.op in (Ops.BUFFER, Ops.PLACEHOLDER): continue
-    seen.add(x)
-    if (found := location(x)) is not None: return found
-    stack.extend(x.src)
-  return None
 
 
 def check(kernel: Any, outputs: Sequence[Any]) -> None:
@@ -42,7 +29,7 @@ def check(kernel: Any, outputs: Sequence[Any]) -> None:
     from tgfn.viz.debug import kernel_label
     what = f"{node.op.name} of shape {node.shape} {node.dtype.name}" if node is not None else "a kernel output"
     msg = f"DEBUG_NANS: {kind} in the output of {what}, kernel '{kernel_label(lowered) if lowered else kernel.name}'"
-    where = _where(node, set(lowered.inputs)) if node is not None else None
+    where = nearest_location(node, set(lowered.inputs)) if node is not None else None
     if where is not None: msg += f", in the {where[1]} pass of the operation at {where[0]}"
     else: msg += " (no line of user code built it)"
     raise FloatingPointError(msg)
