@@ -243,6 +243,22 @@ def test_float32_random_draws_need_no_float64(monkeypatch) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=8 * 2.0 ** -23)
 
 
+def test_float32_sorts_need_no_64_bit_keys(monkeypatch) -> None:
+  """sort, argsort (stable, with ties and NaN, ascending and descending) and median of float32 by rank counts and by
+  the bitonic network (3000 entries): the position is a second 32-bit key instead of packed with the value in 64 bits."""
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(3, 40)).astype(np.float32)
+  x[0, :5], x[1, :10], x[2, 3] = np.nan, 1.0, -0.0
+  ties = rng.integers(-5, 5, size=3000).astype(np.float32)
+  np.testing.assert_array_equal(np.asarray(tnp.sort(tnp.asarray(x), axis=1)), np.sort(x, axis=1))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x), axis=1)), np.argsort(x, axis=1, kind="stable"))
+  np.testing.assert_array_equal(np.asarray(tnp.median(tnp.asarray(x), axis=1)), np.median(x, axis=1))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(ties))), np.argsort(ties, kind="stable"))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(ties), descending=True)), np.argsort(-ties, kind="stable"))
+
+
 def test_what_the_device_cannot_hold_names_the_users_line(monkeypatch) -> None:
   _webgpu_or_skip()
   monkeypatch.setenv("DEV", "WEBGPU")
