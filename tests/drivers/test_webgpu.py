@@ -259,6 +259,21 @@ def test_float32_sorts_need_no_64_bit_keys(monkeypatch) -> None:
   np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(ties), descending=True)), np.argsort(-ties, kind="stable"))
 
 
+def test_erf_and_gammaln_run_in_float32(monkeypatch) -> None:
+  """Without float64 the special functions run their algorithms in float32: within the documented ulps of the
+  CPU's float64 evaluation (tests/scipy/test_special.py FLOAT32_ONLY_ULPS), with the same NaN and infinities.
+  (SwiftShader takes about 30 s to compile erf's kernel.)"""
+  _webgpu_or_skip()
+  x = np.array([-5, -1.5, -0.3, 0, 1e-8, 0.7, 1, 2.5, 4, np.inf, -np.inf, np.nan], np.float32)
+  g = np.array([-2.5, -0.4, 1e-9, 0.3, 1, 1.46, 2, 7, 9.99, 10, 150, 1e12, -3, 0, np.inf], np.float32)
+  for name, v in (("erf", x), ("gammaln", g)):
+    want = np.asarray(getattr(tgfn.scipy.special, name)(tgfn.device_put(tnp.asarray(v), "CPU"))).astype(np.float64)
+    got = np.asarray(getattr(tgfn.scipy.special, name)(tgfn.device_put(tnp.asarray(v), "WEBGPU"))).astype(np.float64)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    np.testing.assert_array_less(np.abs(got - want)[finite] / np.maximum(np.abs(want[finite]), 1), 18 * 2.0 ** -23)
+
+
 def test_what_the_device_cannot_hold_names_the_users_line(monkeypatch) -> None:
   _webgpu_or_skip()
   monkeypatch.setenv("DEV", "WEBGPU")
