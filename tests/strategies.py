@@ -36,13 +36,16 @@ def op_settings(max_examples: int) -> settings:
 _64_BIT = (dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.complex128)
 
 
-def held_dtypes(options: Any) -> list[DType]:
-  """The dtypes among `options` that the default device holds: all, but for the 64-bit ones on a device
-  without 64-bit numbers (WEBGPU); a test left with none is skipped, saying so."""
+def device_holds(dt: DType) -> bool:
+  """Whether the default device holds `dt`: every dtype, but for the 64-bit ones on a device without them (WEBGPU)."""
   from tgfn.device import Device, has_64bit
-  if has_64bit(Device.DEFAULT): return list(options)
-  held = [dt for dt in options if dt not in _64_BIT]
-  if not held: pytest.skip(f"only 64-bit dtypes ({', '.join(dt.name for dt in options)}), which {Device.DEFAULT} has not")
+  return dt not in _64_BIT or has_64bit(Device.DEFAULT)
+
+
+def held_dtypes(options: Any) -> list[DType]:
+  """The dtypes among `options` that the default device holds; a test left with none is skipped, saying so."""
+  held = [dt for dt in options if device_holds(dt)]
+  if not held: pytest.skip(f"only 64-bit dtypes ({', '.join(dt.name for dt in options)}), which this device has not")
   return held
 
 
