@@ -48,24 +48,49 @@ def pytest_configure(config) -> None:
     tgfn_settings.reload("DEV")
 
 
-# WGSL has no 64-bit numbers: on TGFN_TEST_DEVICE=WEBGPU a test stopped by the renderer's documented error for
-# one (NumPy's default integers and the float64 cases are 64-bit) is reported as skipped, naming it
-_WEBGPU_LIMIT = "WGSL (DEV=WEBGPU) has no "
+def pytest_collection_modifyitems(config, items) -> None:
+  """A test marked needs_64bit (its point is a 64-bit dtype) is skipped, with its reason, on a device without
+  64-bit numbers (WEBGPU); any other failure there fails."""
+  if TEST_DEVICE == "CPU":
+    return
+  from tgfn.device import has_64bit
+  if has_64bit(TEST_DEVICE):
+    return
+  for item in items:
+    if (mark := item.get_closest_marker("needs_64bit")) is not None:
+      item.add_marker(pytest.mark.skip(reason=f"needs 64-bit numbers, which {TEST_DEVICE} has not: {mark.args[0]}"))
+
+
+# Which tests ran on TGFN_TEST_DEVICE: the default device while the test body ran (autouse fixtures pin some
+# modules to the CPU, and the `device` fixture's partner is PYTHON); the summary counts them apart
+_DEFAULT_DEVICE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  from tgfn.device import Device
+  item.stash[_DEFAULT_DEVICE] = Device.DEFAULT
+  yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
   outcome = yield
-  if TEST_DEVICE != "WEBGPU" or call.excinfo is None: return
-  errors = _leaf_errors(call.excinfo.value)  # hypothesis reports several distinct failures as one group
-  if all(isinstance(e, NotImplementedError) and str(e).startswith(_WEBGPU_LIMIT) for e in errors):
-    report = outcome.get_result()
-    report.outcome, report.longrepr = "skipped", (str(item.path), item.location[1] or 0, f"Skipped: {str(errors[0])[:160]}")
+  if call.when == "call": outcome.get_result().user_properties.append(("default_device", item.stash.get(_DEFAULT_DEVICE, "?")))
 
 
-def _leaf_errors(error: BaseException) -> list:
-  if isinstance(error, BaseExceptionGroup): return [leaf for e in error.exceptions for leaf in _leaf_errors(e)]
-  return [error]
+def pytest_terminal_summary(terminalreporter) -> None:
+  """On TGFN_TEST_DEVICE: how many tests ran with it as their default device, by outcome."""
+  if TEST_DEVICE == "CPU": return
+  counts: dict[tuple[str, bool], int] = {}
+  for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed"):
+    if report.when != "call": continue
+    on_it = dict(report.user_properties).get("default_device") == TEST_DEVICE
+    counts[report.outcome, on_it] = counts.get((report.outcome, on_it), 0) + 1
+  line = ", ".join(f"{counts.get((o, True), 0)} {o}" for o in ("passed", "failed"))
+  other = sum(n for (o, on_it), n in counts.items() if not on_it)
+  terminalreporter.write_line(f"on {TEST_DEVICE}: {line}; {other} more ran with another default device "
+                              "(pinned to the CPU, or the PYTHON partner of the device fixture)")
 
 
 class _SettingsMonkeyPatch(pytest.MonkeyPatch):

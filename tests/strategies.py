@@ -9,6 +9,7 @@ import math
 from typing import Any, Optional, Union
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -30,6 +31,22 @@ def op_settings(max_examples: int) -> settings:
   return settings(max_examples=max(max_examples, settings.default.max_examples), suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
     HealthCheck.filter_too_much])
+
+
+_64_BIT = (dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.complex128)
+
+
+def device_holds(dt: DType) -> bool:
+  """Whether the default device holds `dt`: every dtype, but for the 64-bit ones on a device without them (WEBGPU)."""
+  from tgfn.device import Device, has_64bit
+  return dt not in _64_BIT or has_64bit(Device.DEFAULT)
+
+
+def held_dtypes(options: Any) -> list[DType]:
+  """The dtypes among `options` that the default device holds; a test left with none is skipped, saying so."""
+  held = [dt for dt in options if device_holds(dt)]
+  if not held: pytest.skip(f"only 64-bit dtypes ({', '.join(dt.name for dt in options)}), which this device has not")
+  return held
 
 
 def host_dtype(dt: DType) -> np.dtype: return np.dtype(np.float32) if dt is dtypes.bfloat16 else dt.np

@@ -37,3 +37,15 @@ def test_runs_a_few_steps_on_the_reference_interpreter():
   pytest.importorskip("sklearn")
   out = run_main_job("--steps", "2", "--hidden", "8", "--batch", "4", dev="PYTHON")
   assert "device PYTHON" in out and "after 2 steps" in out
+
+
+def test_runs_a_few_steps_on_webgpu():
+  """No 64-bit numbers on WEBGPU: the model's random init and the gradient of the label gather stay in 32 bits."""
+  pytest.importorskip("sklearn")
+  from tgfn_drivers import BackendUnavailable, require_backend
+  try:
+    require_backend("WEBGPU")
+  except BackendUnavailable as e:
+    pytest.skip(str(e))
+  out = run_main_job("--steps", "2", "--hidden", "8", "--batch", "4", dev="WEBGPU")
+  assert "device WEBGPU" in out and "after 2 steps" in out

@@ -125,6 +125,20 @@ def test_matches_jax_bit_for_bit(device, name):
   assert_bits_equal(draw(), np.array(JAX[name], dtype))
 
 
+FLOAT_DRAWS = ["uniform_bounds", "normal", "normal_f16", "normal_bf16", "gumbel", "truncated_normal", "categorical"]
+
+
+@pytest.mark.parametrize("name", FLOAT_DRAWS)
+def test_float_draws_without_float64_are_within_ulps_of_jax(monkeypatch, name):
+  """On a device without float64 (WEBGPU) XLA's fused multiply-adds are a multiply and an add (two roundings):
+  JAX's numbers within a few float32 ulps of max(|x|, 1) (measured on 100,000 draws: 2, truncated_normal 5)."""
+  import sys
+  monkeypatch.setattr(sys.modules["tgfn.random"], "has_64bit", lambda device: False)
+  draw, dtype = DRAWS[name]
+  got, want = np.asarray(draw()).astype(np.float64), np.array(JAX[name], dtype).astype(np.float64)
+  np.testing.assert_allclose(got, want, rtol=0, atol=8 * 2.0 ** -23)
+
+
 def test_legacy_scheme_matches_jax(device, legacy_scheme):
   assert_bits_equal(random.split(K(), 3), np.array(JAX["legacy_split"], np.uint32))
   # an odd number of words, and the fold_in that both schemes share

@@ -3,7 +3,9 @@
 A driver module `tgfn_drivers/<name>.py` defines `DEVICE`, a `Compiled`:
   allocator  alloc(nbytes) / free(handle) / copyin(handle, bytes) / copyout(handle, nbytes) -> bytes /
              copy_region(dst, dst_offset, src, src_offset, nbytes): a device-side copy, in order with the
-             kernels (needed where handles are not addresses, for the slices of lax loop bodies)
+             kernels (needed where handles are not addresses, for the slices of lax loop bodies) /
+             optional copy(dst, src, nbytes): a whole buffer, on the device (Buffer.copy_from; a lax loop's
+             final carry); without it such copies go through the host
   renderer   turns a linearized kernel into source (tgfn.renderer.Renderer)
   compiler   source -> binary bytes; `compile_cached` keeps binaries on disk keyed by content hash
   runtime    Program class: Program(name, binary)(*buffer handles, *scalar parameters) runs the kernel
@@ -251,7 +253,7 @@ class Buffer:
 
   def copy_from(self, src: Buffer) -> Buffer:
     """Copy `src` (same size and dtype) into this buffer: directly when both live in memory one allocator
-    can copy between (CPU instances), else through the host."""
+    can copy between (CPU instances, one OpenCL, CUDA or WebGPU device), else through the host."""
     if (src.size, src.dtype) != (self.size, self.dtype):
       raise ValueError(f"copy between buffers of different shapes: {src} into {self}")
     mine, theirs = Device[self.device].allocator, Device[src.device].allocator
@@ -326,6 +328,11 @@ class _DeviceRegistry:
 
 
 Device = _DeviceRegistry()
+
+
+def has_64bit(device: str) -> bool:
+  """Whether kernels on `device` hold 64-bit numbers (float64, int64, uint64): every backend but WEBGPU."""
+  return Device[device].renderer.has_64bit
 
 
 def wait_for_optimized_kernels() -> None:

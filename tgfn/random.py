@@ -30,6 +30,7 @@ import numpy as np
 
 import tgfn.numpy as tnp
 from tgfn.array import Array, as_array, broadcast_shapes
+from tgfn.device import has_64bit
 from tgfn.dtype import DType, dtypes, to_dtype
 from tgfn.transforms.trace import is_traced
 from tgfn.uop.ops import Ops, UOp
@@ -308,8 +309,13 @@ def _bitcast(x: Array, dtype: DType) -> Array: return Array(UOp(Ops.BITCAST, dty
 def _fma32(a: Any, b: Any, c: Any) -> Array:
   """a * b + c for float32 with a single rounding, as the FMA instructions XLA's CPU code uses. In
   float64 the product is exact; the sum is rounded to odd (an inexact result gets an odd last bit, by
-  stepping toward the exact value), which makes the final rounding to float32 correct (Boldo-Melquiond)."""
-  a, b, c = (as_array(v, dtypes.float32).astype(dtypes.float64) for v in (a, b, c))
+  stepping toward the exact value), which makes the final rounding to float32 correct (Boldo-Melquiond).
+  A device without float64 (WEBGPU) rounds the product and the sum each: an exact emulation in float32
+  alone takes about 30 operations, and SwiftShader did not finish compiling normal's kernel with them in
+  five minutes."""
+  a, b, c = (as_array(v, dtypes.float32) for v in (a, b, c))
+  if not has_64bit(a.device): return a * b + c
+  a, b, c = (v.astype(dtypes.float64) for v in (a, b, c))
   p = a * b
   s = p + c
   # TwoSum: the exact rounding error of s = p + c

@@ -87,11 +87,12 @@ class _Driver:
     self.check(self.cu.cuDeviceGetAttribute(ctypes.byref(major), 75, self.device), "compute capability")  # ..._MAJOR
     self.check(self.cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, self.device), "compute capability")  # ..._MINOR
     self.arch = f"compute_{major.value}{minor.value}"
-    for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuModuleLoadData",
+    for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2", "cuModuleLoadData",
                  "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel", "cuCtxSynchronize", "cuCtxSetCurrent"):
       getattr(self.cu, name).restype = ctypes.c_int
     self.cu.cuMemcpyHtoD_v2.argtypes = [ctypes.c_uint64, _void_p, _size_t]
     self.cu.cuMemcpyDtoH_v2.argtypes = [_void_p, ctypes.c_uint64, _size_t]
+    self.cu.cuMemcpyDtoD_v2.argtypes = [ctypes.c_uint64, ctypes.c_uint64, _size_t]
     self.cu.cuMemFree_v2.argtypes = [ctypes.c_uint64]
 
   def current(self) -> None:
@@ -176,6 +177,13 @@ class CUDAAllocator(Allocator):
       drv.current()
       drv.check(drv.cu.cuMemcpyDtoH_v2(out, handle, nbytes), "copy out")
     return out.raw[:nbytes]
+
+  def copy(self, dst: int, src: int, nbytes: int) -> None:
+    """A whole buffer, device to device (Buffer.copy_from), in order with the kernels on the default stream."""
+    if not nbytes: return
+    drv = driver()
+    drv.current()
+    drv.check(drv.cu.cuMemcpyDtoD_v2(dst, src, nbytes), "device copy")
 
 
 class CUDAProgram:

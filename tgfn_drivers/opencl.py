@@ -156,6 +156,10 @@ class CLAllocator(Allocator):
     rt = runtime()
     rt.check(rt.cl.clEnqueueCopyBuffer(rt.queue, src, dst, src_offset, dst_offset, nbytes, 0, None, None), "copy")
 
+  def copy(self, dst: int, src: int, nbytes: int) -> None:
+    """A whole buffer, on the device (Buffer.copy_from)."""
+    self.copy_region(dst, 0, src, 0, nbytes)
+
 
 class CLCompiler(Compiler):
   """OpenCL C (one kernel or several) -> the device's program binary, behind a header line with each

@@ -218,6 +218,10 @@ class WebGPUAllocator(Allocator):
     browser().send({"op": "copy", "src": src.id, "src_offset": src_offset, "dst": dst.id, "dst_offset": dst_offset,
                     "size": nbytes})
 
+  def copy(self, dst: GPUBuffer, src: GPUBuffer, nbytes: int) -> None:
+    """A whole buffer, on the device (Buffer.copy_from): both are allocated in whole words, so any size copies."""
+    self.copy_region(dst, 0, src, 0, _words(nbytes))
+
 
 _BINDING = re.compile(r"@binding\((\d+)\) var<storage, (read|read_write)>")
 compile_times_ms: list[float] = []  # the browser's shader module + pipeline time of each kernel built here

@@ -256,3 +256,24 @@ def test_a_loop_body_runs_on_its_calls_device(monkeypatch) -> None:
   got = tgfn.jvp(f, (on_cpu,), (on_cpu,))
   assert [v.device for v in got] == ["CPU", "CPU"]
   for g, w in zip(got, want): np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12)
+
+
+def test_while_loop_carry_stays_on_the_device(monkeypatch) -> None:
+  """A while_loop reads its predicate on the host once per test (101 times for 100 trips), but its carry never
+  leaves the device: the final carry is a device-side copy, and reading the results is one copy per leaf."""
+  _opencl_or_skip()
+  import tgfn.numpy as tnp
+  from tgfn import lax
+  from tgfn_drivers import opencl
+  monkeypatch.setenv("DEV", "OPENCL")
+  copied_out = []
+  real = opencl.CLAllocator.copyout
+  monkeypatch.setattr(opencl.CLAllocator, "copyout", lambda self, h, n: (copied_out.append(n), real(self, h, n))[1])
+  for trips in (100, 101):  # the carry ends in the output buffers or in the scratch set
+    copied_out.clear()
+    i, x = lax.while_loop(lambda c: c[0] < trips, lambda c: (c[0] + 1, c[1] * 0.5 + 1),
+                          (tnp.asarray(0, "int32"), tnp.zeros(1000)))
+    tgfn.Array.realize_all([i, x])
+    assert len(copied_out) == trips + 1 and set(copied_out) == {1}, (trips, copied_out[-3:])  # the predicates
+    assert int(i) == trips and np.asarray(x)[0] == np.float32(2 - 2.0 ** (1 - trips))
+    assert len(copied_out) == trips + 3

@@ -211,6 +211,77 @@ def test_slices_that_are_not_whole_words_say_so(monkeypatch) -> None:
     carry.numpy()
 
 
+def test_while_loop_carry_stays_on_the_device(monkeypatch) -> None:
+  """The carry (here of 3 int8, not a whole word) ends in the outputs by a device-side copy: the only reads are
+  the predicates, one per test, and then the results themselves."""
+  webgpu = _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  reads = []
+  real = webgpu.WebGPUAllocator.copyout
+  monkeypatch.setattr(webgpu.WebGPUAllocator, "copyout", lambda self, h, n: (reads.append(n), real(self, h, n))[1])
+  for trips in (6, 7):  # the carry ends in the output buffers or in the scratch set
+    reads.clear()
+    i, x = lax.while_loop(lambda c: c[0] < trips, lambda c: (c[0] + 1, c[1] * 2 + 1), (tnp.asarray(0, "int32"), tnp.ones(3, "int8")))
+    tgfn.Array.realize_all([i, x])
+    assert reads == [1] * (trips + 1)
+    assert int(i) == trips and np.asarray(x).tolist() == [(2 ** (trips + 1) - 1 + 128) % 256 - 128] * 3  # int8 wraps
+
+
+def test_float32_random_draws_need_no_float64(monkeypatch) -> None:
+  """normal, gumbel, truncated_normal and uniform with bounds run on WEBGPU, their fused multiply-adds as a
+  multiply and an add: within a few ulps of max(|x|, 1) of PYTHON's (exact, through float64)."""
+  _webgpu_or_skip()
+  results = {}
+  for dev in ("PYTHON", "WEBGPU"):
+    monkeypatch.setenv("DEV", dev)
+    key = tgfn.device_put(tgfn.random.key(3), dev)
+    assert key.device == dev
+    draws = [tgfn.random.normal(key, (64,)), tgfn.random.gumbel(key, (8,)), tgfn.random.truncated_normal(key, -1.5, 0.5, (8,)),
+             tgfn.random.uniform(key, (8,), minval=-3.3, maxval=7.1)]
+    results[dev] = [np.asarray(d) for d in draws]
+  for got, want in zip(results["WEBGPU"], results["PYTHON"], strict=True):
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * 2.0 ** -23)
+
+
+def test_float32_sorts_need_no_64_bit_keys(monkeypatch) -> None:
+  """sort, argsort (stable, with ties and NaN, ascending and descending) and median of float32 by rank counts and by
+  the bitonic network (3000 entries): the position is a second 32-bit key instead of packed with the value in 64 bits."""
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(3, 40)).astype(np.float32)
+  x[0, :5], x[1, :10], x[2, 3] = np.nan, 1.0, -0.0
+  ties = rng.integers(-5, 5, size=3000).astype(np.float32)
+  np.testing.assert_array_equal(np.asarray(tnp.sort(tnp.asarray(x), axis=1)), np.sort(x, axis=1))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x), axis=1)), np.argsort(x, axis=1, kind="stable"))
+  np.testing.assert_array_equal(np.asarray(tnp.median(tnp.asarray(x), axis=1)), np.median(x, axis=1))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(ties))), np.argsort(ties, kind="stable"))
+  np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(ties), descending=True)), np.argsort(-ties, kind="stable"))
+
+
+def test_erf_and_gammaln_run_in_float32(monkeypatch) -> None:
+  """Without float64 the special functions run their algorithms in float32: within the documented ulps of the
+  CPU's float64 evaluation (tests/scipy/test_special.py FLOAT32_ONLY_ULPS), with the same NaN and infinities.
+  (SwiftShader takes about 30 s to compile erf's kernel.)"""
+  _webgpu_or_skip()
+  x = np.array([-5, -1.5, -0.3, 0, 1e-8, 0.7, 1, 2.5, 4, np.inf, -np.inf, np.nan], np.float32)
+  g = np.array([-2.5, -0.4, 1e-9, 0.3, 1, 1.46, 2, 7, 9.99, 10, 150, 1e12, -3, 0, np.inf], np.float32)
+  for name, v in (("erf", x), ("gammaln", g)):
+    want = np.asarray(getattr(tgfn.scipy.special, name)(tgfn.device_put(tnp.asarray(v), "CPU"))).astype(np.float64)
+    got = np.asarray(getattr(tgfn.scipy.special, name)(tgfn.device_put(tnp.asarray(v), "WEBGPU"))).astype(np.float64)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    np.testing.assert_array_less(np.abs(got - want)[finite] / np.maximum(np.abs(want[finite]), 1), 18 * 2.0 ** -23)
+
+
+def test_what_the_device_cannot_hold_names_the_users_line(monkeypatch) -> None:
+  _webgpu_or_skip()
+  monkeypatch.setenv("DEV", "WEBGPU")
+  wide = tnp.asarray(np.arange(3, dtype=np.int64))
+  with pytest.raises(NotImplementedError, match=r"no int64 buffers.*\n  in the kernel of the operation at .*test_webgpu.py:\d+"):
+    (wide * 3).numpy()
+
+
 def test_a_browser_that_died_says_so() -> None:
   """A command to a Chromium that exited raises with its exit code, instead of waiting for an answer."""
   webgpu = _webgpu_or_skip()

@@ -8,15 +8,15 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import tgfn.numpy as tnp
 from tgfn.dtype import dtypes, result_type
 from tests.conftest import assert_close
 from tests.op_registry import BY_NAME, ELEMENTWISE, OpRecord
-from tests.strategies import (arrays, assert_matches, lattice_arg, op_settings, reference, shapes, to_tgfn,
-                              weak_scalar)
+from tests.strategies import (arrays, assert_matches, device_holds, held_dtypes, lattice_arg, op_settings, reference,
+                              shapes, to_tgfn, weak_scalar)
 
 
 @pytest.mark.parametrize("rec", ELEMENTWISE, ids=str)
@@ -26,7 +26,7 @@ def test_matches_numpy(device: str, rec: OpRecord, data: st.DataObject) -> None:
   arg_shapes = data.draw(shapes(rec.nargs), label="shapes")
   hosts, dts = [], []
   for i, shape in enumerate(arg_shapes):
-    dt = data.draw(st.sampled_from(rec.dtypes_of(i)), label=f"dtype{i}")
+    dt = data.draw(st.sampled_from(held_dtypes(rec.dtypes_of(i))), label=f"dtype{i}")
     if i and rec.nargs == 2 and data.draw(st.integers(0, 3), label="weak?") == 0:
       hosts.append(data.draw(weak_scalar(dts[0], dt, rec.domain(i)), label=f"scalar{i}"))
     else:
@@ -34,6 +34,7 @@ def test_matches_numpy(device: str, rec: OpRecord, data: st.DataObject) -> None:
       hosts.append(data.draw(arrays(dt, shape, rec.domain(i)), label=f"x{i}"))
     dts.append(dt)
   promoted = result_type(*[lattice_arg(h, dt) for h, dt in zip(hosts, dts)])
+  assume(device_holds(promoted) and device_holds(rec.result_dtype(promoted)))  # int8 with uint32 is int64
   got = rec.fn(*[to_tgfn(h, dt) for h, dt in zip(hosts, dts)], **rec.kwargs)
   out = rec.result_dtype(promoted)
   operands = ", ".join(type(h).__name__ if isinstance(h, (bool, int, float)) else dt.name

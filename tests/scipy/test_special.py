@@ -46,6 +46,31 @@ def test_float32_within_an_ulp(name, x, python_device):
   np.testing.assert_array_equal(got.numpy()[np.isinf(want)], want[np.isinf(want)])
 
 
+# Without float64 (WEBGPU) each function runs its algorithm in float32: the worst error over 20,000 random
+# inputs per range (tgfn/tools/special_accuracy.py's ranges), in float32 ulps of max(|f|, 1); docs/scipy.md
+FLOAT32_ONLY_ULPS = {"erf": 2, "erfc": 8, "erfcx": 9, "erfinv": 5, "ndtr": 9, "log_ndtr": 10, "ndtri": 6, "expit": 1,
+                     "logit": 1, "gammaln": 17, "digamma": 7}
+
+
+@pytest.mark.parametrize("name,x", CASES, ids=[c[0] for c in CASES])
+def test_float32_without_float64(name, x, monkeypatch):
+  """The float32 evaluation that a device without float64 uses, on the CPU: no float64 node, SciPy's values within
+  the documented ulps, the same NaN and infinities."""
+  import sys
+  monkeypatch.setenv("DEV", "CPU")  # quick to compile; the device itself is checked in tests/drivers/test_webgpu.py
+  monkeypatch.setattr(sys.modules["tgfn.ops.special"], "has_64bit", lambda device: False)
+  x32 = x.astype(np.float32)
+  fn = lambda v: getattr(special, name)(v)  # noqa: E731
+  assert "float64" not in str(tgfn.make_jaxpr(fn)(x32))
+  got = fn(x32).numpy().astype(np.float64)
+  with np.errstate(over="ignore", invalid="ignore"):
+    want = getattr(scipy_special, name)(x32.astype(np.float64)).astype(np.float32).astype(np.float64)
+    ulps = np.abs(got - want) / np.maximum(np.abs(want), 1) / 2.0 ** -23
+  assert np.nanmax(np.where(np.isfinite(want), ulps, 0)) <= FLOAT32_ONLY_ULPS[name] + 0.5
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+
+
 def test_accurate_where_scipy_is_not(python_device):
   """Deep tails against mpmath (computed offline: 50 digits, 400 for ndtri)."""
   assert_close(special.erfc(np.array([16.871430124582695])), [8.011129274843451e-126], rtol=2e-16, atol=0)

@@ -26,7 +26,7 @@ from tgfn.helpers import settings
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
-from tgfn.uop.body import CallSpec
+from tgfn.uop.body import CallSpec, inline_calls
 from tgfn.uop.ops import Ops, UOp, substitute, toposort
 from tgfn.viz import debug
 from tgfn.viz import nans as debug_nans
@@ -96,7 +96,9 @@ class CompiledGraph:
     self.device = device
     self.name = name  # what DEBUG lines call it
     self.n_inputs = len(inputs)
-    key = plan_caching.graph_key(inputs, outputs, donated) if plan_cache and plan_caching.enabled() else None
+    # keyed on the graph with its inlinable calls (custom derivative rules: exp, tanh, softplus, ...) inlined,
+    # as the schedule runs it: their Python rules are not part of what runs, and would make the graph unkeyable
+    key = plan_caching.graph_key(inputs, inline_calls(outputs), donated) if plan_cache and plan_caching.enabled() else None
     # a stored plan's memory is laid out (and its pages mapped, on another thread) while its kernels load
     plan = plan_caching.load(key, len(inputs), lambda p: self._lay_out(p, key.captured)) if key is not None else None
     self.from_plan = plan is not None

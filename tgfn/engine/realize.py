@@ -23,6 +23,7 @@ from tgfn import helpers
 from tgfn.helpers import settings, track_begin, track_end, track_kernel
 from tgfn.viz import debug
 from tgfn.viz import nans as debug_nans
+from tgfn.viz.locations import kernel_origin
 from tgfn.ops.host import run_host
 from tgfn.schedule.kernelize import LoweredKernel
 from tgfn.schedule.schedule import create_schedule
@@ -166,7 +167,10 @@ def prepare_kernel(kernel: LoweredKernel, device: str, opts: Optional[list[Opt]]
   if opts is None: opts = searched_opts(kernel, ast, device) if beam_width() else default_opts(ast, dev.renderer)
   linear = optimize(ast, opts)
   if spec_enabled(): verify_linear(linear)
-  src = dev.renderer.render(symbol or kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
+  try:
+    src = dev.renderer.render(symbol or kernel.name, linear, _buffer_dtypes(kernel), [p.dtype for p in kernel.params])
+  except NotImplementedError as error:  # what the device cannot do (WGSL's 64-bit numbers): name the user's line
+    raise NotImplementedError(f"{error}{kernel_origin(kernel)}") from None
   if settings.TGFN_CAPTURE:  # process replay (docs/process-replay.md)
     from tgfn.tools.process_replay import record; record(device, kernel, src)  # noqa: E702
   if (level := settings.DEBUG) >= 3: debug.print_kernel(kernel, opts, src, linear, level)

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from tgfn.array import Array, as_array
+from tgfn.device import has_64bit
 from tgfn.dtype import dtypes
 from tgfn.ops.axes import normalize_axis
 from tgfn.ops.elementwise import floor, isnan, where
@@ -131,8 +132,9 @@ def _sort_last(keys: list[Array], payloads: list[Array], descending: bool = Fals
   position = Array.from_data(np.arange(n, dtype=np.int32), device=device)._broadcast_to(shape)
   if n <= 1: return position, payloads
   order = [_order_key(k, descending) for k in keys]
-  # one 32-bit key and the position pack into one uint64: a single array to sort
-  packed = len(order) == 1 and order[0].dtype is dtypes.uint32
+  # one 32-bit key and the position pack into one uint64: a single array to sort (where the device has 64-bit
+  # integers; else the position is a second 32-bit key)
+  packed = len(order) == 1 and order[0].dtype is dtypes.uint32 and has_64bit(device)
   if packed: sort_keys = [(order[0].astype(dtypes.uint64) << 32) | position.astype(dtypes.uint64)]
   else: sort_keys = order + [position.astype(dtypes.uint32)]
   rows = math.prod(shape[:-1])

@@ -3,7 +3,8 @@ the kernels around them and work under grad, jvp, vmap and jit on every device.
 
 Each is evaluated in float64 and rounded once to the input's float dtype (float32 results are then
 within about half an ulp of the true value, plus the float64 error below); integer inputs give the
-default float. Measured errors (`python -m tgfn.tools.special_accuracy`) are in docs/scipy.md.
+default float. A device without float64 (WEBGPU) runs the same algorithms in float32 (`_wide`), a few
+ulps off (docs/scipy.md). Measured errors (`python -m tgfn.tools.special_accuracy`) are in docs/scipy.md.
 
 - erf, erfc: a Taylor series for |x| < 1; beyond it erfc(x) = exp(-x^2) erfcx(x), with erfcx fitted by
   Chebyshev series on [1, 2], [2, 4], [4, 8] (tgfn/tools/special_coefficients.py) and its asymptotic
@@ -24,6 +25,7 @@ import math
 from typing import Any, Optional
 
 from tgfn.array import Array, as_array
+from tgfn.device import has_64bit
 from tgfn.dtype import dtypes
 from tgfn.ops.axes import normalize_axes
 from tgfn.ops.elementwise import abs as _abs, clip, exp, floor, isinf, isnan, log, log1p, sign, sin, sqrt, tan, where
@@ -73,7 +75,9 @@ def _float_in(x: Any) -> Array:
   return x if x.dtype.is_float else x.astype(dtypes.default_float)
 
 
-def _f64(x: Array) -> Array: return x.astype(_F64)
+def _wide(x: Array) -> Array:
+  """x in the dtype the functions are evaluated in: float64, or float32 on a device without it (WEBGPU)."""
+  return x.astype(_F64 if has_64bit(x.device) else dtypes.float32)
 
 
 def _nan_in_nan_out(x: Array, out: Array) -> Array:
@@ -81,7 +85,7 @@ def _nan_in_nan_out(x: Array, out: Array) -> Array:
   return where(isnan(x), math.nan, out)
 
 
-def _k(value: float, like: Array) -> Array: return Array.const(value, _F64, like.shape)
+def _k(value: float, like: Array) -> Array: return Array.const(value, like.dtype, like.shape)
 
 
 def _clenshaw(coefficients: tuple[float, ...], u: Array) -> Array:
@@ -121,9 +125,9 @@ def _erfcx_asymptotic(x: Array) -> Array:
 
 
 def _high_half(x: Array) -> Array:
-  """x rounded to 26 bits (Veltkamp's split), so that its square is exact in float64. (Not a round trip
-  through float32: the CPU path currently folds that cast pair away.)"""
-  c = x * 134217729.0  # 2^27 + 1
+  """x rounded to half its mantissa (Veltkamp's split: 26 bits of float64, 12 of float32), so that its square is
+  exact. (Not a round trip through float32: the CPU path currently folds that cast pair away.)"""
+  c = x * (134217729.0 if x.dtype is _F64 else 4097.0)  # 2^27 + 1, 2^12 + 1
   return c - (c - x)
 
 
@@ -169,7 +173,7 @@ def _erfc64(x: Array) -> Array: return _erf_erfc64(x)[1]
 
 
 @custom_jvp
-def _erf(x: Array) -> Array: return _erf64(_f64(x)).astype(x.dtype)
+def _erf(x: Array) -> Array: return _erf64(_wide(x)).astype(x.dtype)
 
 
 @_erf.defjvp
@@ -179,7 +183,7 @@ def _erf_jvp(primals, tangents):
 
 
 @custom_jvp
-def _erfc(x: Array) -> Array: return _erfc64(_f64(x)).astype(x.dtype)
+def _erfc(x: Array) -> Array: return _erfc64(_wide(x)).astype(x.dtype)
 
 
 @_erfc.defjvp
@@ -207,7 +211,7 @@ def _erfcx64(x: Array) -> Array:
 
 
 @custom_jvp
-def _erfcx(x: Array) -> Array: return _erfcx64(_f64(x)).astype(x.dtype)
+def _erfcx(x: Array) -> Array: return _erfcx64(_wide(x)).astype(x.dtype)
 
 
 @_erfcx.defjvp
@@ -262,7 +266,7 @@ def _erfcinv64(z: Array) -> Array:
 
 
 @custom_jvp
-def _erfinv(y: Array) -> Array: return _erfinv64(_f64(y)).astype(y.dtype)
+def _erfinv(y: Array) -> Array: return _erfinv64(_wide(y)).astype(y.dtype)
 
 
 @_erfinv.defjvp
@@ -273,7 +277,7 @@ def _erfinv_jvp(primals, tangents):
 
 
 @custom_jvp
-def _erfcinv(z: Array) -> Array: return _erfcinv64(_f64(z)).astype(z.dtype)
+def _erfcinv(z: Array) -> Array: return _erfcinv64(_wide(z)).astype(z.dtype)
 
 
 @_erfcinv.defjvp
@@ -315,7 +319,7 @@ def _ndtr64(x: Array) -> Array:
 
 
 @custom_jvp
-def _ndtr(x: Array) -> Array: return _ndtr64(_f64(x)).astype(x.dtype)
+def _ndtr(x: Array) -> Array: return _ndtr64(_wide(x)).astype(x.dtype)
 
 
 @_ndtr.defjvp
@@ -332,18 +336,18 @@ def ndtr(x: Any) -> Array:
 def ndtri(p: Any) -> Array:
   """The inverse of ndtr: -sqrt(2) erfcinv(2p)."""
   p = _float_in(p)
-  return (-_SQRT2 * _erfcinv(2.0 * _f64(p))).astype(p.dtype)
+  return (-_SQRT2 * _erfcinv(2.0 * _wide(p))).astype(p.dtype)
 
 
 @custom_jvp
 def _log_ndtr(x: Array) -> Array:
-  x64 = _f64(x)
-  half_erfc, _, tail = _half_erfc_of_abs(x64)
+  xw = _wide(x)
+  half_erfc, _, tail = _half_erfc_of_abs(xw)
   # x < -sqrt(2): log(erfc(v) / 2) = log(erfcx(v) / 2) - x^2 / 2, which never underflows; x > 0:
   # log1p(-(the upper tail)); in between, log of the CDF itself
-  far = log(0.5 * tail) - 0.5 * x64 * x64
-  out = where(x64 < -_SQRT2, far, where(x64 > 0, log1p(-half_erfc), log(half_erfc)))
-  return _nan_in_nan_out(x64, out).astype(x.dtype)
+  far = log(0.5 * tail) - 0.5 * xw * xw
+  out = where(xw < -_SQRT2, far, where(xw > 0, log1p(-half_erfc), log(half_erfc)))
+  return _nan_in_nan_out(xw, out).astype(x.dtype)
 
 
 @_log_ndtr.defjvp
@@ -400,8 +404,8 @@ def _shift_up(x: Array) -> tuple[Array, list[Array]]:
   """x + n >= 10 for 0.5 <= x < 10 (n whole), and the factors x, x + 1, ... it was shifted past (1 if none)."""
   below = [x + k < _STIRLING_MIN for k in range(10)]
   factors = [where(b, x + k, 1.0) for k, b in enumerate(below)]
-  n = below[0].astype(_F64)
-  for b in below[1:]: n = n + b.astype(_F64)
+  n = below[0].astype(x.dtype)
+  for b in below[1:]: n = n + b.astype(x.dtype)
   return x + n, factors
 
 
@@ -427,9 +431,9 @@ def _lgamma_positive(x: Array) -> Array:
   # x in [1.5, 10): down to [1.5, 2.5) in m steps, and log of the product of the factors stepped over
   steps = [x - k >= 1.5 for k in range(1, 9)]
   product = where(steps[0], x - 1.0, 1.0)
-  m = steps[0].astype(_F64)
+  m = steps[0].astype(x.dtype)
   for k, step in enumerate(steps[1:], start=2):
-    product, m = product * where(step, x - k, 1.0), m + step.astype(_F64)
+    product, m = product * where(step, x - k, 1.0), m + step.astype(x.dtype)
   mid = _lgamma_near_2(clip(x - m - 2.0, -0.5, 0.5)) + log(product)
   low = _lgamma_near_2(clip(x - 1.0, -0.5, 0.5)) - log(where(x < 1.5, x, 1.0))  # log Gamma(x + 1) - log(x)
   xs = where(x >= _STIRLING_MIN, x, _STIRLING_MIN)
@@ -451,13 +455,13 @@ def _is_odd(n: Array) -> Array: return (n - 2.0 * floor(n * 0.5)) != 0
 
 @custom_jvp
 def _gammaln(x: Array) -> Array:
-  x64 = _f64(x)
-  reflect = x64 < 0.5
-  positive = _lgamma_positive(where(reflect, 1.0 - x64, x64))
-  s = _abs(_sin_pi(x64))
+  xw = _wide(x)
+  reflect = xw < 0.5
+  positive = _lgamma_positive(where(reflect, 1.0 - xw, xw))
+  s = _abs(_sin_pi(xw))
   reflected = math.log(math.pi) - log(where(s > 0, s, 1.0)) - positive
   out = where(reflect, where(s > 0, reflected, math.inf), positive)
-  return _nan_in_nan_out(x64, where(isinf(x64), math.inf, out)).astype(x.dtype)
+  return _nan_in_nan_out(xw, where(isinf(xw), math.inf, out)).astype(x.dtype)
 
 
 @_gammaln.defjvp
@@ -509,16 +513,16 @@ def _trigamma(x: Any) -> Array:
 def digamma(x: Any) -> Array:
   """psi(x) = d/dx log Gamma(x) (-inf at 0, NaN at the negative integers, as SciPy)."""
   x = _float_in(x)
-  x64 = _f64(x)
-  reflect = x64 < 0.5
-  positive = _digamma_positive(where(reflect, 1.0 - x64, x64))
-  r = x64 - floor(x64 + 0.5)
+  xw = _wide(x)
+  reflect = xw < 0.5
+  positive = _digamma_positive(where(reflect, 1.0 - xw, xw))
+  r = xw - floor(xw + 0.5)
   pole = reflect & (r == 0)
   # psi(x) = psi(1 - x) - pi / tan(pi x), tan(pi x) = tan(pi r) with r the exact reduced argument
   reflected = positive - math.pi / tan(math.pi * where(reflect & ~pole, r, 0.5))  # no inf on unused lanes
   out = where(pole, math.nan, where(reflect, reflected, positive))
   # SciPy: -inf at 0, NaN at the negative integers
-  return _nan_in_nan_out(x64, where(x64 == 0, -math.inf, out)).astype(x.dtype)
+  return _nan_in_nan_out(xw, where(xw == 0, -math.inf, out)).astype(x.dtype)
 
 
 psi = digamma

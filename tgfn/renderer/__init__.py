@@ -10,6 +10,8 @@ from tgfn.uop.ops import UOp
 class Renderer:
   # a renderer without native exp2/log2/sin asks codegen to build them from basic arithmetic
   has_transcendentals: bool = True
+  # whether kernels hold 64-bit numbers (float64, int64, uint64); ops that need them have 32-bit forms else
+  has_64bit: bool = True
   # whether kernels are optimized (tgfn/codegen/opts.py) for this renderer, and what the target offers
   supports_opts: bool = False
   vector_bytes: int = 16

@@ -154,6 +154,7 @@ class WGSLRenderer(CStyleRenderer):
   """WGSL compute shaders: one entry point per kernel, buffers as storage bindings of group 0."""
   dialect = WGSL
   supports_opts = False
+  has_64bit = False
   has_transcendentals = True  # wgsl_math's helpers: codegen's need 64-bit integers (sin, cos) and denormals
 
   def type(self, dtype: DType) -> str:

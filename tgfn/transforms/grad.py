@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from tgfn.array import Array
-from tgfn.dtype import dtypes
+from tgfn.dtype import DType, dtypes
 from tgfn import helpers
 from tgfn.helpers import track
 from tgfn.uop.ops import Ops, UOp, toposort
@@ -81,18 +81,30 @@ def _cast_vjp(ct: Array, y: UOp) -> Cotangents:
   return (ct.astype(y.src[0].dtype),) if y.src[0].dtype.is_inexact and y.dtype.is_inexact else (None,)
 
 
+def _position_dtype(n: int) -> DType:
+  """int32 for the positions of n elements where it holds them all, so that gradients of gathers and
+  scatters need no 64-bit integers (which WEBGPU lacks); int64 past 2**31."""
+  return dtypes.int32 if n < 2 ** 31 else dtypes.int64
+
+
+def _index_holder(dtype: DType) -> DType:
+  """A signed dtype that holds every value of the index dtype `dtype` (int32 for 32-bit ones or narrower)."""
+  return dtypes.int32 if dtype.itemsize < 4 or dtype is dtypes.int32 else dtypes.int64
+
+
 def _gather_vjp(ct: Array, y: UOp) -> Cotangents:
   """Scatter-add of the cotangent into the source's shape: each element of y came from the source element
   its (clamped) index names, so its cotangent is added there. One pass over y's elements."""
   tnp = _tnp()
   x, axis = y.src[0], y.arg
   if math.prod(x.shape) == 0: return (tnp.zeros(x.shape, ct.dtype), None)
-  index = tnp.clip(_a(y.src[1]).astype(dtypes.int64), 0, x.shape[axis] - 1)  # int64 holds every index dtype
+  raw, at = _a(y.src[1]), _position_dtype(math.prod(x.shape))
+  index = tnp.clip(raw.astype(_index_holder(raw.dtype)), 0, x.shape[axis] - 1).astype(at)
   stride = lambda k: math.prod(x.shape[k + 1:])  # noqa: E731
   position = index * stride(axis)
   for k, size in enumerate(x.shape):  # a size-1 axis of the source is read at 0 whatever y's size there
     if k != axis and size > 1:
-      position = position + tnp.arange(size, dtype=dtypes.int64).reshape((size,) + (1,) * (len(y.shape) - k - 1)) * stride(k)
+      position = position + tnp.arange(size, dtype=at).reshape((size,) + (1,) * (len(y.shape) - k - 1)) * stride(k)
   return (tnp.zeros(x.shape, ct.dtype)._scatter(position._broadcast_to(y.shape), ct, Ops.ADD), None)
 
 
@@ -105,13 +117,14 @@ def _scatter_vjp(ct: Array, y: UOp) -> Cotangents:
   x, positions, updates = y.src
   n = math.prod(x.shape)
   if n == 0: return (ct, None, tnp.zeros(updates.shape, updates.dtype))
-  p = _a(positions).astype(dtypes.int64)
+  p = _a(positions)
+  p = p.astype(_index_holder(p.dtype))
   valid = (p >= 0) & (p < n)
-  at = tnp.where(valid, p, 0).reshape(-1)
+  at = tnp.where(valid, p, 0).astype(_position_dtype(n)).reshape(-1)
   picked = ct._reshape((n,))._gather(at, 0)._reshape(p.shape)
   if y.arg is Ops.ADD: return (ct, None, tnp.where(valid, picked, 0).astype(ct.dtype))
-  order = tnp.arange(p.size, dtype=dtypes.int64).reshape(p.shape)
-  winner = tnp.full(x.shape, -1, dtypes.int64)._scatter(p, order, Ops.MAX)  # the last update at each element
+  order = tnp.arange(p.size, dtype=_position_dtype(p.size)).reshape(p.shape)
+  winner = tnp.full(x.shape, -1, order.dtype)._scatter(p, order, Ops.MAX)  # the last update at each element
   won = valid & (winner._reshape((n,))._gather(at, 0)._reshape(p.shape) == order)
   return (tnp.where(winner >= 0, 0, ct).astype(ct.dtype), None, tnp.where(won, picked, 0).astype(ct.dtype))
 

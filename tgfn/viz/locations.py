@@ -124,6 +124,26 @@ def location(node: UOp) -> Optional[tuple[str, str]]:
   return _line_of(where[0], where[1]), where[2]
 
 
+def nearest_location(node: UOp, inputs: set) -> Optional[tuple[str, str]]:
+  """The location of `node`, else of the nearest located node fused into its kernel (stopping at `inputs`)."""
+  stack, seen = [node], set()
+  while stack:
+    x = stack.pop(0)
+    if x in seen or x in inputs or x.op in (Ops.BUFFER, Ops.PLACEHOLDER): continue
+    seen.add(x)
+    if (found := location(x)) is not None: return found
+    stack.extend(x.src)
+  return None
+
+
+def kernel_origin(kernel: Any) -> str:
+  """'\n  in the kernel of the operation at file:line (forward pass)' for a LoweredKernel, or ''."""
+  for node in kernel.outputs:
+    if (where := nearest_location(node, set(kernel.inputs))) is not None:
+      return f"\n  in the kernel of the operation at {where[0]} ({where[1]} pass)"
+  return ""
+
+
 def turn_on() -> None:
   helpers.locator = locate
 

@@ -16,7 +16,7 @@ from tgfn.engine import realize as engine
 from tgfn.helpers import Context
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 from tgfn.viz.debug import launch_label
-from tgfn.viz.locations import location
+from tgfn.viz.locations import location, nearest_location
 
 
 def _values(buffer: Any) -> np.ndarray:
@@ -31,18 +31,6 @@ def _bad(buffer: Any) -> Optional[str]:
   values = _values(buffer)
   if np.isfinite(values).all(): return None
   return "NaN" if np.isnan(values).any() else "Inf"
-
-
-def _where(node: UOp, inputs: set) -> Optional[tuple[str, str]]:
-  """The location of `node`, else of the nearest located node fused into its kernel."""
-  stack, seen = [node], set()
-  while stack:
-    x = stack.pop(0)
-    if x in seen or x in inputs or x.op in (Ops.BUFFER, Ops.PLACEHOLDER): continue
-    seen.add(x)
-    if (found := location(x)) is not None: return found
-    stack.extend(x.src)
-  return None
 
 
 def _unfused(outputs: Sequence[UOp], inputs: dict[UOp, UOp]) -> dict[UOp, UOp]:
@@ -99,6 +87,6 @@ def _message(kernel: Any, buffers: Sequence[Any], output: int, kind: str) -> str
     culprit, msg = lowered.outputs[output], msg + f" (its operations could not be re-run one by one: {e!r})"
   if culprit is None: return msg + ", read from an input that already held one"
   if culprit is not lowered.outputs[output]: msg += f", first made by {_describe(culprit)}"
-  where = _where(culprit, set(lowered.inputs))
+  where = nearest_location(culprit, set(lowered.inputs))
   return msg + (f", in the {where[1]} pass of the operation at {where[0]}" if where is not None
                 else " (no line of user code built it)")
