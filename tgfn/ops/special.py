@@ -502,10 +502,10 @@ def _trigamma(x: Any) -> Array:
   """psi'(x), the derivative of digamma: the reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x) below
   1/2, so +inf at 0 and the negative integers (the slope of psi is +inf on both sides of a pole)."""
   x = _float_in(x)
-  x64 = _f64(x)
-  reflect = x64 < 0.5
-  positive = _trigamma_positive(where(reflect, 1.0 - x64, x64))
-  s = _sin_pi(x64)
+  xw = _wide(x)
+  reflect = xw < 0.5
+  positive = _trigamma_positive(where(reflect, 1.0 - xw, xw))
+  s = _sin_pi(xw)
   return where(reflect, math.pi ** 2 / (s * s) - positive, positive).astype(x.dtype)
 
 
