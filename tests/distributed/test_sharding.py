@@ -95,3 +95,15 @@ def test_a_constant_laid_out_by_a_sharding_has_each_block_on_its_device():
                in_shardings=(NamedSharding(mesh, P()), w.sharding, zeros.sharding))
   for _ in range(2):  # compiled, then replayed
     np.testing.assert_allclose(f(x, w, zeros).numpy(), np.tanh(x @ w.numpy()).sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_constant_output_of_a_sharded_jit_has_each_block_on_its_device():
+  """As device_put's: a sharded output computed from constants only lives on the mesh's devices, so the next
+  compiled call can read it with blocks of its own."""
+  mesh = make_mesh((2,), ("model",))
+  split = NamedSharding(mesh, P("model"))
+  f = tgfn.jit(lambda x: (x * 2, tnp.zeros(4)), in_shardings=split, out_shardings=split)
+  doubled, zeros = f(tnp.ones(4))
+  assert [b.device for b in zeros.blocks] == list(mesh.device_names)
+  g = tgfn.jit(lambda x, z: x + z, in_shardings=split, out_shardings=split)
+  np.testing.assert_array_equal(g(doubled, zeros).numpy(), np.full(4, 2.0))
