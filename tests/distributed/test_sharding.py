@@ -78,3 +78,32 @@ def test_out_shardings_reshard_and_sharded_arguments_carry_their_layout():
   np.testing.assert_allclose(out.numpy(), x.numpy() * 2 + 1)
   with pytest.raises(ValueError, match="one mesh"):
     tgfn.jit(lambda a, b: a + b, in_shardings=(NamedSharding(mesh, P()), NamedSharding(make_mesh((4,), ("e",)), P())))(x, x)
+
+
+def test_a_constant_laid_out_by_a_sharding_has_each_block_on_its_device():
+  """A constant (zeros) has no device of its own: device_put to a sharding must still put block d on mesh
+  device d, or the compiled sharded call binds it where it was realized (the default device) and device
+  1's computation reads a block committed to device 0 (the tensor-parallel example's zero bias)."""
+  mesh = make_mesh((2,), ("model",))
+  zeros = tgfn.device_put(tnp.zeros(8), NamedSharding(mesh, P("model")))
+  for sh in zeros.addressable_shards:
+    assert sh.data.device == sh.device
+    assert sh.data.realize().uop.device == sh.device  # realized there, not on the default device
+  w = tgfn.device_put(_rng(4, 8), NamedSharding(mesh, P(None, "model")))
+  x = _rng(3, 4, seed=1)
+  f = tgfn.jit(lambda x, w, b: (tnp.tanh(x @ w + b)).sum(1),
+               in_shardings=(NamedSharding(mesh, P()), w.sharding, zeros.sharding))
+  for _ in range(2):  # compiled, then replayed
+    np.testing.assert_allclose(f(x, w, zeros).numpy(), np.tanh(x @ w.numpy()).sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_constant_output_of_a_sharded_jit_has_each_block_on_its_device():
+  """As device_put's: a sharded output computed from constants only lives on the mesh's devices, so the next
+  compiled call can read it with blocks of its own."""
+  mesh = make_mesh((2,), ("model",))
+  split = NamedSharding(mesh, P("model"))
+  f = tgfn.jit(lambda x: (x * 2, tnp.zeros(4)), in_shardings=split, out_shardings=split)
+  doubled, zeros = f(tnp.ones(4))
+  assert [b.device for b in zeros.blocks] == list(mesh.device_names)
+  g = tgfn.jit(lambda x, z: x + z, in_shardings=split, out_shardings=split)
+  np.testing.assert_array_equal(g(doubled, zeros).numpy(), np.full(4, 2.0))

@@ -102,16 +102,27 @@ class ShardedArray(Array):
   def block_until_ready(self) -> ShardedArray: return self.realize()
 
 
-def shard(x: Any, sharding: NamedSharding) -> ShardedArray:
-  """x laid out by `sharding`: device d of the mesh gets its block (a view of x copied to it)."""
+def place(x: Array, device: str) -> Array:
+  """x as a block on `device`: copied there when it lives elsewhere, and placed there when it has no device
+  yet (a constant's value). A block left without a device would be realized on the default device, and a
+  compiled sharded call would bind it there: its device's computation would then read a block committed
+  to another device. (A traced value of no device yet, a traced Python scalar, gets one where it is bound.)"""
+  from tgfn.array import device_put
   from tgfn.transforms.spmd import to_device
+  from tgfn.transforms.trace import is_traced
+  if x.uop.device is None and not is_traced(x.uop): return device_put(x, device)
+  return to_device(x, device)
+
+
+def shard(x: Any, sharding: NamedSharding) -> ShardedArray:
+  """x laid out by `sharding`: device d of the mesh gets its block (a view of x copied or placed there)."""
   x = as_array(x)
   sharding.check(x.shape)
   blocks = []
   for d, dev in enumerate(sharding.mesh.device_names):
     index = block_index(sharding, x.shape, d)
     part = x[index] if any(s.stop - s.start != n for s, n in zip(index, x.shape)) else x
-    blocks.append(to_device(part, dev))
+    blocks.append(place(part, dev))
   return ShardedArray(blocks, sharding, x.shape)
 
 

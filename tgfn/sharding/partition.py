@@ -27,7 +27,7 @@ import tgfn.numpy as tnp
 from tgfn.array import Array, as_array
 from tgfn.sharding.compiled import CompiledMap
 from tgfn.sharding.mesh import Mesh, PartitionSpec
-from tgfn.sharding.named import NamedSharding, ShardedArray, shard, sharding_of
+from tgfn.sharding.named import NamedSharding, ShardedArray, place, shard, sharding_of
 from tgfn.transforms.jit import Lowered
 from tgfn.transforms.shard_map import assemble
 from tgfn.transforms.spmd import to_device
@@ -196,7 +196,8 @@ def sharded_jit(f: Callable, in_shardings: Any = None, out_shardings: Any = None
       want = _layout(target.spec, o.ndim) if target is not None else lay
       if target is not None: target.check(o.shape)
       blocks = _Partitioner(mesh).reshard(blocks, lay, want)
-      final.append(ShardedArray([Array(b) for b in blocks], NamedSharding(mesh, _spec(want)), o.shape))
+      placed = [place(Array(b), dev) for b, dev in zip(blocks, mesh.device_names)]  # a constant's too
+      final.append(ShardedArray(placed, NamedSharding(mesh, _spec(want)), o.shape))
     return unflatten(out_tree, final)
 
   def laid_out(args: tuple) -> tuple:
