@@ -33,6 +33,7 @@ from tgfn.transforms.shard_map import assemble
 from tgfn.transforms.spmd import to_device
 from tgfn.transforms.trace import flatten_outputs, fn_name, placeholder
 from tgfn.tree import broadcast_prefix, flatten, unflatten
+from tgfn.uop.body import inline_calls
 from tgfn.uop.ops import GroupOp, Ops, UOp, toposort
 
 Layout = tuple[tuple[str, ...], ...]  # per dimension, the mesh axes it is split over
@@ -188,7 +189,8 @@ def sharded_jit(f: Callable, in_shardings: Any = None, out_shardings: Any = None
     holders = [Array(placeholder(x.shape, x.dtype, None)) for x in leaves]
     inputs = {h.uop: (_layout(x.sharding.spec, x.ndim), [b.uop for b in x.blocks]) for h, x in zip(holders, leaves)}
     outs, out_tree = flatten_outputs(f(*unflatten(in_tree, holders)), fn_name(f))
-    results = partition([o.uop for o in outs], inputs, mesh)
+    # custom-rule calls (tanh, exp, ...) inlined: elementwise, their blocks are computed where they lie
+    results = partition(inline_calls([o.uop for o in outs]), inputs, mesh)
     targets = _shardings(out_shardings, unflatten(out_tree, outs), "out_shardings") \
       if out_shardings is not None else [None] * len(outs)
     final = []

@@ -286,7 +286,7 @@ class _custom_jvp_kept(custom_jvp):
     if depth >= _NESTED_RULE_LEVELS: return self.fun(*args)
     nondiff = tuple((type(a), repr(a)) for i, a in enumerate(args) if i in self.nondiff_argnums)  # repr: -0.0 != 0.0
     inputs, in_tree = _flat_inputs(tuple(a for i, a in enumerate(args) if i not in self.nondiff_argnums))
-    key = (nondiff, in_tree, tuple((x.shape, x.dtype, x.uop.device) for x in inputs))
+    key = (nondiff, in_tree, tuple((x.shape, x.dtype, x.uop.device, x.uop.committed) for x in inputs))
     if key not in self._specs or depth > 0:
       self._depth.level = depth + 1
       try:

@@ -19,7 +19,9 @@ from tgfn.uop.ops import UOp
 
 
 def holders_for(inputs: Sequence[Array]) -> list[UOp]:
-  return [placeholder(x.shape, x.dtype, x.uop.device) for x in inputs]
+  """Placeholders for `inputs`, each on its input's device and committed only if the input is (an
+  uncommitted operand follows a committed one, inside a traced rule as outside)."""
+  return [placeholder(x.shape, x.dtype, x.uop.device, x.uop.committed) for x in inputs]
 
 
 @contextlib.contextmanager
