@@ -32,6 +32,7 @@ import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -129,6 +130,26 @@ def interleave(calls: dict[str, Callable[[], Any]], rounds: int, reps: int, roun
         out[name] = error_text(e)
         del live[name]
   return out
+
+
+def worker_result(cmd: list[str], env: dict, timeout: float) -> dict:
+  """Run a script's measuring subprocess: the last JSON line it printed, or {"skip": why} when it failed or
+  did not finish in `timeout` seconds."""
+  try:
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return {"skip": f"did not finish in {timeout:.0f} s"}
+  lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+  if out.returncode or not lines:
+    return {"skip": f"worker failed (rc {out.returncode}): {(out.stderr.strip().splitlines() or ['?'])[-1][:200]}"}
+  return json.loads(lines[-1])
+
+
+def jax_persistent_cache(jax: Any, folder: str) -> None:
+  """JAX's persistent compilation cache in `folder`, every entry cached (no minimum compile time or size)."""
+  for k, v in (("jax_compilation_cache_dir", folder), ("jax_persistent_cache_min_compile_time_secs", 0.0),
+               ("jax_persistent_cache_min_entry_size_bytes", 0)):
+    jax.config.update(k, v)
 
 
 def error_text(e: BaseException) -> str:

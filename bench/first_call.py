@@ -25,12 +25,11 @@ import common  # noqa: F401  (first: removes OPENBLAS_* before numpy is imported
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from common import Report, Timing, bench_parser, import_peer, machine_info
+from common import Report, Timing, bench_parser, import_peer, jax_persistent_cache, machine_info, worker_result
 
 
 def cache_env(fw: str, folder: str) -> dict:
@@ -48,10 +47,7 @@ def worker(fw: str, folder: str) -> None:
   if mod is None:
     print(json.dumps({"skip": desc}))
     return
-  if fw == "jax":
-    for k, v in (("jax_compilation_cache_dir", folder), ("jax_persistent_cache_min_compile_time_secs", 0.0),
-                 ("jax_persistent_cache_min_entry_size_bytes", 0)):
-      mod.config.update(k, v)
+  if fw == "jax": jax_persistent_cache(mod, folder)
   from mlp_step import RUNNERS, make_problem
   runner = RUNNERS["tgfn" if fw.startswith("tgfn") else fw](*make_problem())
   t0 = time.perf_counter_ns()
@@ -65,12 +61,7 @@ def worker(fw: str, folder: str) -> None:
 
 
 def measure(fw: str, folder: str) -> dict:
-  out = subprocess.run([sys.executable, __file__, "--worker", fw, "--cache", folder], env=cache_env(fw, folder),
-                       capture_output=True, text=True, timeout=600)
-  lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-  if out.returncode or not lines:
-    return {"skip": f"worker failed (rc {out.returncode}): {(out.stderr.strip().splitlines() or ['?'])[-1][:200]}"}
-  return json.loads(lines[-1])
+  return worker_result([sys.executable, __file__, "--worker", fw, "--cache", folder], cache_env(fw, folder), 600)
 
 
 def main():

@@ -25,12 +25,11 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from common import Report, Timing, bench_parser, import_peer, machine_info
+from common import Report, Timing, bench_parser, import_peer, jax_persistent_cache, machine_info, worker_result
 
 PROGRAMS = ("transformer", "vae", "neural_ode", "convnet")
 ALL_PROGRAMS = PROGRAMS + ("gpt",)
@@ -52,10 +51,7 @@ def worker(fw: str, name: str, folder: str, steps: int) -> None:
   if mod is None:
     print(json.dumps({"skip": desc}))
     return
-  if fw == "jax":
-    for k, v in (("jax_compilation_cache_dir", folder), ("jax_persistent_cache_min_compile_time_secs", 0.0),
-                 ("jax_persistent_cache_min_entry_size_bytes", 0)):
-      mod.config.update(k, v)
+  if fw == "jax": jax_persistent_cache(mod, folder)
   program = importlib.import_module(f"programs.{name}").build(mod)
   first_batch = program.batch(0)
   t0 = time.perf_counter_ns()
@@ -85,14 +81,7 @@ def worker(fw: str, name: str, folder: str, steps: int) -> None:
 def measure(fw: str, name: str, folder: str, steps: int, timeout: float) -> dict:
   env = dict(os.environ, TGFN_CACHE_DIR=folder)
   cmd = [sys.executable, __file__, "--worker", fw, "--program", name, "--cache", folder, "--steps", str(steps)]
-  try:
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-  except subprocess.TimeoutExpired:
-    return {"skip": f"did not finish in {timeout:.0f} s"}
-  lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-  if out.returncode or not lines:
-    return {"skip": f"worker failed (rc {out.returncode}): {(out.stderr.strip().splitlines() or ['?'])[-1][:200]}"}
-  return json.loads(lines[-1])
+  return worker_result(cmd, env, timeout)
 
 
 def main():
